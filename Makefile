@@ -1,0 +1,40 @@
+# Thin wrapper over CMake + Ninja. `make demo` and `make test` do all set-up on a
+# fresh Debian 12 machine (as root): packages, configure, build, run.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+DEBS := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
+        nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libopenblas-dev \
+        libpcre2-dev libutf8proc-dev libsentencepiece-dev wamerican \
+        python3 python3-torch python3-numpy
+
+.PHONY: all deps configure build demo test bench clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "error: missing Debian packages:$$missing (run as root or install them)"; exit 2; fi; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./scripts/demo.sh
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+bench: build
+	./bench/run_all.sh
+
+clean:
+	rm -rf $(BUILD)

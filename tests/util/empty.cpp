@@ -1,0 +1,1 @@
+// keeps titan_test_util non-empty

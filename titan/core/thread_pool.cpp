@@ -1,0 +1,167 @@
+#include "titan/core/thread_pool.h"
+
+#include <immintrin.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "titan/core/error.h"
+
+namespace titan {
+namespace {
+
+thread_local bool tl_in_pool_task = false;
+
+class Pool {
+ public:
+  explicit Pool(int n) { resize(n); }
+  ~Pool() { stop_workers(); }
+
+  int size() const { return nthreads_; }
+
+  void resize(int n) {
+    stop_workers();
+    nthreads_ = n;
+    stop_ = false;
+    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t] { worker(t); });
+  }
+
+  void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    const int T = static_cast<int>(std::min<int64_t>(nthreads_, n));
+    std::vector<std::exception_ptr> errs(T);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      job_ = &fn;
+      job_n_ = n;
+      job_T_ = T;
+      errs_ = &errs;
+      pending_.store(T - 1, std::memory_order_release);
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    cv_.notify_all();
+    run_range(0, T, n, fn, errs);
+    // Spin briefly, then yield, until workers finish.
+    int spins = 0;
+    while (pending_.load(std::memory_order_acquire) > 0) {
+      if (++spins < 20000) _mm_pause(); else std::this_thread::yield();
+    }
+    for (auto& e : errs) if (e) std::rethrow_exception(e);
+  }
+
+ private:
+  static void run_range(int t, int T, int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                        std::vector<std::exception_ptr>& errs) {
+    int64_t b = n * t / T, e = n * (t + 1) / T;
+    if (b >= e) return;
+    tl_in_pool_task = true;
+    try { fn(b, e); } catch (...) { errs[t] = std::current_exception(); }
+    tl_in_pool_task = false;
+  }
+
+  void worker(int t) {
+    set_canonical_fp_state();
+    uint64_t seen = 0;
+    for (;;) {
+      // Spin for a short while before blocking: kernels are called back to back.
+      int spins = 0;
+      while (generation_.load(std::memory_order_acquire) == seen && spins < 50000) {
+        _mm_pause();
+        ++spins;
+      }
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_acquire);
+      auto* fn = job_;
+      int64_t n = job_n_;
+      int T = job_T_;
+      auto* errs = errs_;
+      lk.unlock();
+      if (t < T) {
+        run_range(t, T, n, *fn, *errs);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    }
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  int nthreads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int job_T_ = 1;
+  std::vector<std::exception_ptr>* errs_ = nullptr;
+  bool stop_ = false;
+};
+
+int default_threads() {
+  if (const char* s = std::getenv("TITAN_NUM_THREADS")) {
+    int n = std::atoi(s);
+    if (n >= 1) return n;
+  }
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc ? static_cast<int>(hc) : 1;
+}
+
+std::mutex g_pool_mu;
+Pool& pool() {
+  static Pool p(default_threads());
+  return p;
+}
+
+}  // namespace
+
+void set_canonical_fp_state() {
+  // Round to nearest, all exceptions masked, FTZ and DAZ off.
+  _mm_setcsr(0x1F80);
+}
+
+int num_threads() { return pool().size(); }
+
+void set_num_threads(int n) {
+  TITAN_CHECK(n >= 1, "set_num_threads: n must be >= 1, got {}", n);
+  std::lock_guard<std::mutex> lk(g_pool_mu);
+  if (pool().size() != n) pool().resize(n);
+}
+
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (n == 1 || tl_in_pool_task || pool().size() == 1) {
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> lk(g_pool_mu);  // one parallel region at a time
+  set_canonical_fp_state();
+  pool().run(n, fn);
+}
+
+void parallel_for_grain(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), n / grain));
+  if (chunks == 1) {
+    fn(0, n);
+    return;
+  }
+  parallel_for(chunks, [&](int64_t cb, int64_t ce) { fn(n * cb / chunks, n * ce / chunks); });
+}
+
+}  // namespace titan
