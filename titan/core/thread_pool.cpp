@@ -28,7 +28,10 @@ class Pool {
     stop_workers();
     nthreads_ = n;
     stop_ = false;
-    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t] { worker(t); });
+    // New workers start from the current generation: a job posted before a resize
+    // (whose fn is gone) must not be run by them.
+    const uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t, gen] { worker(t, gen); });
   }
 
   void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -63,9 +66,8 @@ class Pool {
     tl_in_pool_task = false;
   }
 
-  void worker(int t) {
+  void worker(int t, uint64_t seen) {
     set_canonical_fp_state();
-    uint64_t seen = 0;
     for (;;) {
       // Spin for a short while before blocking: kernels are called back to back.
       int spins = 0;
