@@ -1,53 +1,53 @@
-// Temporary portable fixed-order GEMM (each C[m][n] summed over k ascending with
-// explicit fmaf). Replaced by the packed SIMD kernel in isa/gemm.cpp.
+// Public GEMM entry points: argument checks, then the per-ISA kernel
+// (titan/kernels/cpu/isa/gemm.cpp) chosen once per process by TITAN_DISPATCH.
 #include "titan/kernels/cpu/gemm.h"
 
-#include <cmath>
+#include "titan/core/error.h"
+#include "titan/kernels/cpu/dispatch.h"
 
-#include "titan/core/dtype.h"
-#include "titan/core/thread_pool.h"
+TITAN_DECLARE_ISA(void, gemm_run,
+                  (int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool a_trans,
+                   const void* B, int64_t ldb, int b_kind, float* C, int64_t ldc, bool accumulate))
 
 namespace titan::kernels::cpu {
+namespace {
 
-template <typename LoadB>
-static void gemm_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, LoadB b,
-                     float* C, int64_t ldc, bool acc) {
-  parallel_for(M, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        float s = acc ? C[m * ldc + n] : 0.f;
-        for (int64_t k = 0; k < K; ++k) s = std::fmaf(A[m * lda + k], b(n, k), s);
-        C[m * ldc + n] = s;
-      }
-  });
+// b_kind codes understood by isa/gemm.cpp.
+constexpr int kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3;
+
+void check_args(const char* fn, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
+                int64_t lda_min, const void* B, int64_t ldb, int64_t ldb_min, const float* C,
+                int64_t ldc) {
+  TITAN_CHECK(M >= 0 && N >= 0 && K >= 0, "{}: sizes must be >= 0, got M={} N={} K={}", fn, M, N, K);
+  TITAN_CHECK(lda >= lda_min && lda >= 1, "{}: lda must be >= {}, got {}", fn, lda_min, lda);
+  TITAN_CHECK(ldb >= ldb_min && ldb >= 1, "{}: ldb must be >= {}, got {}", fn, ldb_min, ldb);
+  TITAN_CHECK(ldc >= N && ldc >= 1, "{}: ldc must be >= N={}, got {}", fn, N, ldc);
+  if (M > 0 && N > 0) {
+    TITAN_CHECK(C != nullptr, "{}: C is null with M={} N={}", fn, M, N);
+    if (K > 0) TITAN_CHECK(A != nullptr && B != nullptr, "{}: A or B is null with K={}", fn, K);
+  }
 }
+
+}  // namespace
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
               int64_t ldb, bool b_trans, float* C, int64_t ldc, bool accumulate) {
-  if (b_trans)
-    gemm_ref(M, N, K, A, lda, [&](int64_t n, int64_t k) { return B[n * ldb + k]; }, C, ldc, accumulate);
-  else
-    gemm_ref(M, N, K, A, lda, [&](int64_t n, int64_t k) { return B[k * ldb + n]; }, C, ldc, accumulate);
+  check_args("gemm_f32", M, N, K, A, lda, K, B, ldb, b_trans ? K : N, C, ldc);
+  TITAN_DISPATCH(gemm_run, M, N, K, A, lda, false, B, ldb, b_trans ? kNtF32 : kNnF32, C, ldc,
+                 accumulate);
 }
 
 void gemm_f32_bf16(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const uint16_t* B,
                    int64_t ldb, bool b_trans, float* C, int64_t ldc, bool accumulate) {
-  if (b_trans)
-    gemm_ref(M, N, K, A, lda, [&](int64_t n, int64_t k) { return bf16_to_f32(B[n * ldb + k]); }, C, ldc, accumulate);
-  else
-    gemm_ref(M, N, K, A, lda, [&](int64_t n, int64_t k) { return bf16_to_f32(B[k * ldb + n]); }, C, ldc, accumulate);
+  check_args("gemm_f32_bf16", M, N, K, A, lda, K, B, ldb, b_trans ? K : N, C, ldc);
+  TITAN_DISPATCH(gemm_run, M, N, K, A, lda, false, B, ldb, b_trans ? kNtBf16 : kNnBf16, C, ldc,
+                 accumulate);
 }
 
 void gemm_f32_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float* C, int64_t ldc, bool accumulate) {
-  parallel_for(M, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        float s = accumulate ? C[m * ldc + n] : 0.f;
-        for (int64_t k = 0; k < K; ++k) s = std::fmaf(A[k * lda + m], B[k * ldb + n], s);
-        C[m * ldc + n] = s;
-      }
-  });
+  check_args("gemm_f32_tn", M, N, K, A, lda, M, B, ldb, N, C, ldc);
+  TITAN_DISPATCH(gemm_run, M, N, K, A, lda, true, B, ldb, kNnF32, C, ldc, accumulate);
 }
 
 }  // namespace titan::kernels::cpu

@@ -1,0 +1,231 @@
+// Blocked, packed SIMD GEMM (per ISA). The public entry points and their contract are
+// in titan/kernels/cpu/gemm.h; this file holds the microkernel and the loop nest.
+//
+// Arithmetic (the batch-invariance contract, DESIGN.md §1.2): every C[m][n] is
+//   c = (accumulate ? C[m][n] : +0.0f);  for k = 0..K-1: c = fma(A[m][k], B[k][n], c)
+// one exactly-rounded FMA per k, k ascending, the whole chain in one register lane.
+// K is cut into KC chunks; between chunks the fp32 partial is stored to C and loaded
+// back, which changes no bit. Rows are never combined, so the result of row m cannot
+// depend on M, on the row's position, on the tile it falls in, or on the thread count.
+// Row tails (M % MR) run the same microkernel body instantiated for fewer rows (each
+// computed lane is the same chain); column tails (N % NR) compute on zero-padded B
+// columns and mask the C loads/stores. Threads split M and N blocks only.
+//
+// Blocking (Goto/BLIS loop order, "Anatomy of High-Performance Matrix Multiplication",
+// Goto & van de Geijn 2008), per task (a range of rows x a range of columns):
+//   for ic (MC rows): for pc (KC of K): pack A block (MC x KC, stays in L2)
+//     for jr (NR columns): pack B micro-panel (KC x NR, stays in L1)
+//       for ir (MR rows): microkernel MR x NR, C tile in registers.
+// B is packed panel by panel right before use, so for decode-sized M the weights are
+// streamed once from memory into L1 and consumed at once (no large packed copy).
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <memory>
+#include <utility>
+
+#include "titan/core/thread_pool.h"
+#include "titan/kernels/cpu/isa/gemm_pack.h"
+#include "titan/kernels/cpu/isa/simd.h"
+
+namespace titan::kernels::cpu::TITAN_ISA_NS {
+using namespace simd;
+
+namespace {
+
+constexpr int NV = 2;        // vectors per C-tile row
+constexpr int NR = NV * W;   // C-tile columns: 16 (AVX2), 32 (AVX-512)
+#if defined(TITAN_ISA_AVX512)
+constexpr int MR = 14;       // 28 zmm accumulators + 2 B + 1 broadcast of 32
+constexpr int64_t MC = 14 * 16;
+#else
+constexpr int MR = 6;        // 12 ymm accumulators + 2 B + 1 broadcast of 16
+constexpr int64_t MC = 6 * 24;
+#endif
+constexpr int64_t KC = 256;  // B micro-panel KC x NR: 16 KiB (AVX2) / 32 KiB (AVX-512)
+
+enum BKind : int { kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3 };
+
+// Lanes of vector j that hold real columns when the tile has nv valid columns.
+inline int lanes(int nv, int j) { return std::clamp(nv - j * W, 0, W); }
+
+// C tile (ROWS x NR) += A panel (ROWS x kc, packed [k][MR]) * B panel (kc x NR, row
+// stride bs floats). load_c = false starts every chain at +0.0f. nv < NR masks C.
+template <int ROWS>
+void microkernel(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
+                 float* __restrict c, int64_t ldc, int nv, bool load_c) {
+  vf acc[ROWS][NV];
+  if (!load_c) {
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[r][j] = zero();
+  } else if (nv == NR) {
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[r][j] = load(c + r * ldc + j * W);
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[r][j] = load_n(c + r * ldc + j * W, lanes(nv, j));
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    vf bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; ++r) {
+      const vf ar = set1(a[r]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[r][j] = fmadd(ar, bv[j], acc[r][j]);
+    }
+    a += MR;
+    b += bs;
+  }
+  if (nv == NR) {
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) store(c + r * ldc + j * W, acc[r][j]);
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < ROWS; ++r)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j)
+        if (lanes(nv, j) > 0) store_n(c + r * ldc + j * W, acc[r][j], lanes(nv, j));
+  }
+}
+
+using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool);
+template <size_t... I>
+constexpr auto make_table(std::index_sequence<I...>) {
+  return std::array<MicroFn, sizeof...(I)>{&microkernel<static_cast<int>(I) + 1>...};
+}
+constexpr auto kMicro = make_table(std::make_index_sequence<MR>{});  // kMicro[rows - 1]
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+// Per-thread packing buffers (A block MC x KC, B micro-panel KC x NR), 64-byte aligned.
+struct Buffers {
+  std::unique_ptr<float, FreeDeleter> a, b;
+  Buffers()
+      : a(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * MC * KC))),
+        b(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * KC * NR))) {}
+};
+Buffers& thread_buffers() {
+  thread_local Buffers buf;
+  return buf;
+}
+
+struct Problem {
+  int64_t M, N, K;
+  const float* A;
+  int64_t lda;
+  bool a_trans;  // A stored (K, M)
+  const void* B;
+  int64_t ldb;
+  int b_kind;
+  float* C;
+  int64_t ldc;
+  bool accumulate;
+};
+
+// Packs columns [n0, n0 + nv) x k in [k0, k0 + kc) of op(B) into dst (kc x NR).
+void pack_b(const Problem& p, float* dst, int64_t n0, int nv, int64_t k0, int64_t kc) {
+  using namespace gemm_pack;
+  switch (p.b_kind) {
+    case kNtF32:
+      pack_b_nt<NR>(dst, static_cast<const float*>(p.B) + n0 * p.ldb + k0, p.ldb, nv, kc);
+      break;
+    case kNnF32:
+      pack_b_nn<NR>(dst, static_cast<const float*>(p.B) + k0 * p.ldb + n0, p.ldb, nv, kc);
+      break;
+    case kNtBf16:
+      pack_b_nt<NR>(dst, static_cast<const uint16_t*>(p.B) + n0 * p.ldb + k0, p.ldb, nv, kc);
+      break;
+    default:
+      pack_b_nn<NR>(dst, static_cast<const uint16_t*>(p.B) + k0 * p.ldb + n0, p.ldb, nv, kc);
+      break;
+  }
+}
+
+// Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
+void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  Buffers& buf = thread_buffers();
+  float* abuf = buf.a.get();
+  float* bbuf = buf.b.get();
+  for (int64_t ic = m0; ic < m1; ic += MC) {
+    const int64_t mc = std::min(MC, m1 - ic);
+    // Few row panels: an fp32 "NN" B panel is read in place (each element is used by
+    // at most two microkernel calls, so a packed copy would not pay for itself).
+    const bool direct_nn = p.b_kind == kNnF32 && mc <= 2 * MR;
+    for (int64_t pc = 0; pc < p.K; pc += KC) {
+      const int64_t kc = std::min(KC, p.K - pc);
+      if (p.a_trans)
+        gemm_pack::pack_a_trans<MR>(abuf, p.A + pc * p.lda + ic, p.lda, mc, kc);
+      else
+        gemm_pack::pack_a_rowmajor<MR>(abuf, p.A + ic * p.lda + pc, p.lda, mc, kc);
+      const bool load_c = p.accumulate || pc > 0;
+      for (int64_t jr = n0; jr < n1; jr += NR) {
+        const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
+        const float* bp = bbuf;
+        int64_t bs = NR;
+        if (direct_nn && nv == NR) {
+          bp = static_cast<const float*>(p.B) + pc * p.ldb + jr;
+          bs = p.ldb;
+        } else {
+          pack_b(p, bbuf, jr, nv, pc, kc);
+        }
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+          kMicro[rows - 1](kc, abuf + ir * kc, bp, bs, p.C + (ic + ir) * p.ldc + jr, p.ldc, nv,
+                           load_c);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// C(M, N) = op_a(A) · op_b(B) [+ C]; see titan/kernels/cpu/gemm.h. Arguments are
+// validated by the caller. b_kind: 0 NT f32, 1 NN f32, 2 NT bf16, 3 NN bf16.
+void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool a_trans,
+              const void* B, int64_t ldb, int b_kind, float* C, int64_t ldc, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; ++m) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
+    return;
+  }
+  const Problem p{M, N, K, A, lda, a_trans, B, ldb, b_kind, C, ldc, accumulate};
+  // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
+  // decides who computes an element, never how, so any grid gives the same bits.
+  const int64_t T = (M * N * K < (int64_t{1} << 18)) ? 1 : num_threads();
+  const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
+  int64_t mt = 1, nt = 1;
+  if (T > 1) {
+    if (n_panels >= 4 * T || m_panels < T)
+      nt = std::min(T, n_panels);
+    else
+      mt = std::min(T, m_panels);
+  }
+  auto task = [&](int64_t t) {
+    const int64_t ti = t % mt, tj = t / mt;
+    const int64_t m0 = std::min(M, m_panels * ti / mt * MR), m1 = std::min(M, m_panels * (ti + 1) / mt * MR);
+    const int64_t n0 = std::min(N, n_panels * tj / nt * NR), n1 = std::min(N, n_panels * (tj + 1) / nt * NR);
+    if (m0 < m1 && n0 < n1) run_task(p, m0, m1, n0, n1);
+  };
+  if (mt * nt == 1) {
+    task(0);
+    return;
+  }
+  parallel_for(mt * nt, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) task(t);
+  });
+}
+
+}  // namespace titan::kernels::cpu::TITAN_ISA_NS

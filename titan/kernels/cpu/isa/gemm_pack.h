@@ -1,0 +1,147 @@
+// Packing routines of the GEMM (included only by titan/kernels/cpu/isa/gemm.cpp, so
+// compiled once per ISA). Packing only moves and exactly converts numbers (fp32 copies,
+// bf16 -> fp32 is exact), so it never changes a bit of the result; it lays operands
+// out so the microkernel reads them contiguously:
+//   A panel (MR rows, kc)  -> dst[k * MR + r]      (one broadcast per row and k)
+//   B panel (kc, NR cols)  -> dst[k * NR + j]      (NR/W vector loads per k)
+// B columns beyond N are packed as zeros; the stores of those C lanes are masked.
+// The B packers use 8x8 fp32 transposes in 256-bit registers (available in both the
+// AVX2 and the AVX-512 build), so they are written once.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#ifndef TITAN_ISA_NS
+#error "gemm_pack.h is for titan/kernels/cpu/isa/*.cpp only"
+#endif
+
+namespace titan::kernels::cpu::TITAN_ISA_NS::gemm_pack {
+
+// ---- 256-bit helpers (8 fp32 lanes), shared by both ISA builds.
+inline __m256i mask8(int n) {  // lanes [0, n) set
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline __m256 load8_n(const float* p, int n) {
+  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask8(n));
+}
+inline __m256 bf16x8_to_f32(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline __m256 load8_bf16(const uint16_t* p) {
+  return bf16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_bf16_n(const uint16_t* p, int n) {
+  if (n >= 8) return load8_bf16(p);
+  alignas(16) uint16_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (n > 0) std::memcpy(tmp, p, sizeof(uint16_t) * static_cast<size_t>(n));
+  return load8_bf16(tmp);
+}
+
+// In-register transpose of an 8x8 fp32 block: r[i] lane j  ->  r[j] lane i.
+inline void transpose8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// ---- A: MR-row panels of an (mc, kc) block, dst[(i / MR) * kc * MR + k * MR + r].
+// Row-major A (M, K): element (m, k) at A[m * lda + k].
+template <int MR>
+void pack_a_rowmajor(float* __restrict dst, const float* __restrict A, int64_t lda, int64_t mc,
+                     int64_t kc) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+    const int rows = static_cast<int>(mc - i0 < MR ? mc - i0 : MR);
+    for (int r = 0; r < rows; ++r) {
+      const float* src = A + (i0 + r) * lda;
+      float* d = dst + r;
+      for (int64_t k = 0; k < kc; ++k) d[k * MR] = src[k];
+    }
+    dst += kc * MR;
+  }
+}
+// Transposed A stored (K, M): element (m, k) at A[k * lda + m].
+template <int MR>
+void pack_a_trans(float* __restrict dst, const float* __restrict A, int64_t lda, int64_t mc,
+                  int64_t kc) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
+    const int rows = static_cast<int>(mc - i0 < MR ? mc - i0 : MR);
+    for (int64_t k = 0; k < kc; ++k)
+      std::memcpy(dst + k * MR, A + k * lda + i0, sizeof(float) * static_cast<size_t>(rows));
+    dst += kc * MR;
+  }
+}
+
+// ---- B panels (kc, NR): columns [0, nv) of the panel are real, the rest zeros.
+// B "NT" (N, K), element (k, n) at B[n * ldb + k]: rows of B become columns of the panel.
+template <int NR, typename T>
+void pack_b_nt(float* __restrict dst, const T* __restrict B, int64_t ldb, int nv, int64_t kc) {
+  static_assert(NR % 8 == 0);
+  for (int g = 0; g < NR / 8; ++g) {
+    const T* rows[8];
+    int valid = 0;
+    for (int i = 0; i < 8; ++i) {
+      const int n = g * 8 + i;
+      rows[i] = n < nv ? B + n * ldb : nullptr;
+      valid += n < nv;
+    }
+    float* d = dst + g * 8;
+    if (valid == 0) {
+      for (int64_t k = 0; k < kc; ++k) _mm256_storeu_ps(d + k * NR, _mm256_setzero_ps());
+      continue;
+    }
+    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+      const int kn = static_cast<int>(kc - k0 < 8 ? kc - k0 : 8);
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        if (!rows[i]) {
+          r[i] = _mm256_setzero_ps();
+        } else if constexpr (sizeof(T) == 4) {
+          r[i] = load8_n(reinterpret_cast<const float*>(rows[i]) + k0, kn);
+        } else {
+          r[i] = load8_bf16_n(reinterpret_cast<const uint16_t*>(rows[i]) + k0, kn);
+        }
+      }
+      transpose8(r);
+      for (int i = 0; i < kn; ++i) _mm256_storeu_ps(d + (k0 + i) * NR, r[i]);
+    }
+  }
+}
+
+// B "NN" (K, N), element (k, n) at B[k * ldb + n]: rows of B are rows of the panel.
+template <int NR, typename T>
+void pack_b_nn(float* __restrict dst, const T* __restrict B, int64_t ldb, int nv, int64_t kc) {
+  static_assert(NR % 8 == 0);
+  for (int64_t k = 0; k < kc; ++k) {
+    const T* src = B + k * ldb;
+    float* d = dst + k * NR;
+    for (int g = 0; g < NR / 8; ++g) {
+      const int n = nv - g * 8;
+      __m256 v;
+      if (n <= 0) {
+        v = _mm256_setzero_ps();
+      } else if constexpr (sizeof(T) == 4) {
+        v = load8_n(reinterpret_cast<const float*>(src) + g * 8, n);
+      } else {
+        v = load8_bf16_n(reinterpret_cast<const uint16_t*>(src) + g * 8, n);
+      }
+      _mm256_storeu_ps(d + g * 8, v);
+    }
+  }
+}
+
+}  // namespace titan::kernels::cpu::TITAN_ISA_NS::gemm_pack
