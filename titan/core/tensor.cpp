@@ -11,6 +11,7 @@
 
 namespace titan {
 
+TensorImpl::TensorImpl() = default;
 TensorImpl::~TensorImpl() = default;
 
 std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }

@@ -35,6 +35,7 @@ struct TensorImpl {
   int64_t offset = 0;  // in elements
   DType dtype = DType::f32;
   std::unique_ptr<autograd::AutogradMeta> autograd;  // null when no autograd state
+  TensorImpl();  // out of line: AutogradMeta is incomplete here
   ~TensorImpl();
 };
 
