@@ -108,12 +108,22 @@ constexpr auto kMicro = make_table(std::make_index_sequence<MR>{});  // kMicro[r
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
-// Per-thread packing buffers (A block MC x KC, B micro-panel KC x NR), 64-byte aligned.
+float* alloc_floats(size_t n) {
+  return static_cast<float*>(std::aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64));
+}
+// Per-thread packing buffers, 64-byte aligned: A block (MC x KC, or for few rows all
+// of K), B micro-panel (KC x NR).
 struct Buffers {
   std::unique_ptr<float, FreeDeleter> a, b;
-  Buffers()
-      : a(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * MC * KC))),
-        b(static_cast<float*>(std::aligned_alloc(64, sizeof(float) * KC * NR))) {}
+  size_t a_size = 0;
+  Buffers() : b(alloc_floats(KC * NR)) {}
+  float* a_buf(size_t n) {
+    if (n > a_size) {
+      a.reset(alloc_floats(n));
+      a_size = n;
+    }
+    return a.get();
+  }
 };
 Buffers& thread_buffers() {
   thread_local Buffers buf;
@@ -152,10 +162,45 @@ void pack_b(const Problem& p, float* dst, int64_t n0, int nv, int64_t k0, int64_
   }
 }
 
+void pack_a(const Problem& p, float* dst, int64_t m0, int64_t mc, int64_t k0, int64_t kc) {
+  if (p.a_trans)
+    gemm_pack::pack_a_trans<MR>(dst, p.A + k0 * p.lda + m0, p.lda, mc, kc);
+  else
+    gemm_pack::pack_a_rowmajor<MR>(dst, p.A + m0 * p.lda + k0, p.lda, mc, kc);
+}
+
+// Few rows (decode): A (all of K) is packed once, then every B micro-panel is
+// streamed over K chunk by chunk (16 sequential row streams for NT weights), packed
+// into L1 and consumed at once by the one or two row panels.
+void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  Buffers& buf = thread_buffers();
+  const int64_t mc = m1 - m0, panels = (mc + MR - 1) / MR;
+  float* abuf = buf.a_buf(static_cast<size_t>(panels * MR * p.K));
+  float* bbuf = buf.b.get();
+  for (int64_t pc = 0; pc < p.K; pc += KC) {  // layout: [K chunk][row panel][kc][MR]
+    const int64_t kc = std::min(KC, p.K - pc);
+    pack_a(p, abuf + pc * panels * MR, m0, mc, pc, kc);
+  }
+  for (int64_t jr = n0; jr < n1; jr += NR) {
+    const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
+    for (int64_t pc = 0; pc < p.K; pc += KC) {
+      const int64_t kc = std::min(KC, p.K - pc);
+      pack_b(p, bbuf, jr, nv, pc, kc);
+      const float* ap = abuf + pc * panels * MR;
+      for (int64_t ir = 0; ir < mc; ir += MR) {
+        const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+        kMicro[rows - 1](kc, ap + ir * kc, bbuf, NR, p.C + (m0 + ir) * p.ldc + jr, p.ldc, nv,
+                         p.accumulate || pc > 0);
+      }
+    }
+  }
+}
+
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (m1 - m0 <= 2 * MR && p.b_kind != kNnF32) return run_few_rows(p, m0, m1, n0, n1);
   Buffers& buf = thread_buffers();
-  float* abuf = buf.a.get();
+  float* abuf = buf.a_buf(static_cast<size_t>(MC * KC));
   float* bbuf = buf.b.get();
   for (int64_t ic = m0; ic < m1; ic += MC) {
     const int64_t mc = std::min(MC, m1 - ic);
@@ -164,10 +209,7 @@ void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) 
     const bool direct_nn = p.b_kind == kNnF32 && mc <= 2 * MR;
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      if (p.a_trans)
-        gemm_pack::pack_a_trans<MR>(abuf, p.A + pc * p.lda + ic, p.lda, mc, kc);
-      else
-        gemm_pack::pack_a_rowmajor<MR>(abuf, p.A + ic * p.lda + pc, p.lda, mc, kc);
+      pack_a(p, abuf, ic, mc, pc, kc);
       const bool load_c = p.accumulate || pc > 0;
       for (int64_t jr = n0; jr < n1; jr += NR) {
         const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
