@@ -1,0 +1,242 @@
+#include "titan/checkpoint/hf_config.h"
+
+#include <set>
+
+#include "titan/core/error.h"
+#include "titan/core/fs.h"
+
+namespace titan {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Field readers: absent or null -> nullopt; wrong type -> titan::Error.
+struct Fields {
+  const json& j;
+  std::string where;  // "config.json <source>"
+  std::set<std::string>* used;
+
+  const json* get(const std::string& key) const {
+    if (used) used->insert(key);
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  [[noreturn]] void bad_type(const std::string& key, const char* want, const json& v) const {
+    fail("{}: field '{}' must be {}, got {}", where, key, want, v.dump());
+  }
+  std::optional<int64_t> i64(const std::string& key) const {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer()) bad_type(key, "an integer", *v);
+    return v->get<int64_t>();
+  }
+  int64_t required_i64(const std::string& key) const {
+    auto v = i64(key);
+    if (!v) fail("{}: missing required field '{}'", where, key);
+    return *v;
+  }
+  std::optional<double> f64(const std::string& key) const {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) bad_type(key, "a number", *v);
+    return v->get<double>();
+  }
+  std::optional<bool> boolean(const std::string& key) const {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) bad_type(key, "true or false", *v);
+    return v->get<bool>();
+  }
+  std::optional<std::string> str(const std::string& key) const {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) bad_type(key, "a string", *v);
+    return v->get<std::string>();
+  }
+};
+
+std::string supported_list() {
+  std::string s;
+  for (const char* a : kSupportedArchitectures) s += (s.empty() ? "" : ", ") + std::string(a);
+  return s;
+}
+
+bool is_supported(const std::string& arch) {
+  for (const char* a : kSupportedArchitectures)
+    if (arch == a) return true;
+  return false;
+}
+
+// rope_scaling (or transformers v5 rope_parameters) -> HFRopeScaling / nullopt.
+std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::string& where, const std::string& key) {
+  if (rs.is_null()) return std::nullopt;
+  if (!rs.is_object()) fail("{}: field '{}' must be an object or null, got {}", where, key, rs.dump());
+  Fields f{rs, where + " " + key, nullptr};
+  auto type = f.str("rope_type");
+  if (!type) type = f.str("type");  // older configs
+  if (!type || *type == "default") return std::nullopt;
+  if (*type != "llama3")
+    fail("{}: unsupported {} rope_type '{}' (supported: llama3, default, or null)", where, key, *type);
+  HFRopeScaling s;
+  auto need = [&](const char* k) {
+    auto v = f.f64(k);
+    if (!v) fail("{}: {} of rope_type llama3 is missing '{}'", where, key, k);
+    if (!(*v > 0)) fail("{}: {}.{} must be positive, got {}", where, key, k, *v);
+    return *v;
+  };
+  s.factor = need("factor");
+  s.low_freq_factor = need("low_freq_factor");
+  s.high_freq_factor = need("high_freq_factor");
+  auto omax = f.i64("original_max_position_embeddings");
+  if (!omax || *omax <= 0)
+    fail("{}: {} of rope_type llama3 needs a positive 'original_max_position_embeddings'", where, key);
+  s.original_max_position_embeddings = *omax;
+  if (s.high_freq_factor <= s.low_freq_factor)
+    fail("{}: {}: high_freq_factor ({}) must exceed low_freq_factor ({})", where, key, s.high_freq_factor,
+         s.low_freq_factor);
+  return s;
+}
+
+}  // namespace
+
+HFConfig parse_hf_config(const json& j, const std::string& source) {
+  const std::string where = "config.json " + source;
+  if (!j.is_object()) fail("{}: expected a JSON object, got {}", where, j.type_name());
+  std::set<std::string> used;
+  Fields f{j, where, &used};
+  HFConfig c;
+
+  // Architecture: the first listed, or inferred from model_type.
+  if (const json* a = f.get("architectures")) {
+    if (!a->is_array() || a->empty()) f.bad_type("architectures", "a non-empty list of strings", *a);
+    for (const json& x : *a) {
+      if (!x.is_string()) f.bad_type("architectures", "a non-empty list of strings", *a);
+      c.architectures.push_back(x.get<std::string>());
+    }
+  }
+  c.model_type = f.str("model_type").value_or("");
+  if (c.architectures.empty()) {
+    if (c.model_type == "llama") c.architectures = {"LlamaForCausalLM"};
+    else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
+    else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
+              where, c.model_type, supported_list());
+  }
+  if (!is_supported(c.architectures[0]))
+    fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
+  if (c.model_type.empty()) c.model_type = c.is_llama() ? "llama" : "qwen3";
+
+  c.hidden_size = f.required_i64("hidden_size");
+  c.intermediate_size = f.required_i64("intermediate_size");
+  c.num_hidden_layers = f.required_i64("num_hidden_layers");
+  c.num_attention_heads = f.required_i64("num_attention_heads");
+  c.vocab_size = f.required_i64("vocab_size");
+  for (auto [k, v] : {std::pair{"hidden_size", c.hidden_size}, {"intermediate_size", c.intermediate_size},
+                      {"num_hidden_layers", c.num_hidden_layers}, {"num_attention_heads", c.num_attention_heads},
+                      {"vocab_size", c.vocab_size}})
+    TITAN_CHECK(v > 0, "{}: field '{}' must be positive, got {}", where, k, v);
+  const int64_t H = c.num_attention_heads;
+  c.num_key_value_heads = f.i64("num_key_value_heads").value_or(H);
+  TITAN_CHECK(c.num_key_value_heads > 0 && H % c.num_key_value_heads == 0,
+              "{}: num_key_value_heads ({}) must be positive and divide num_attention_heads ({})", where,
+              c.num_key_value_heads, H);
+  if (auto hd = f.i64("head_dim")) {
+    TITAN_CHECK(*hd > 0, "{}: field 'head_dim' must be positive, got {}", where, *hd);
+    c.head_dim = *hd;
+  } else {
+    TITAN_CHECK(c.hidden_size % H == 0,
+                "{}: no head_dim and hidden_size ({}) is not divisible by num_attention_heads ({})", where,
+                c.hidden_size, H);
+    c.head_dim = c.hidden_size / H;
+  }
+  c.max_position_embeddings = f.i64("max_position_embeddings").value_or(c.is_llama() ? 2048 : 32768);
+  TITAN_CHECK(c.max_position_embeddings > 0, "{}: field 'max_position_embeddings' must be positive, got {}",
+              where, c.max_position_embeddings);
+  c.rms_norm_eps = f.f64("rms_norm_eps").value_or(1e-6);
+  TITAN_CHECK(c.rms_norm_eps > 0, "{}: field 'rms_norm_eps' must be positive, got {}", where, c.rms_norm_eps);
+
+  // RoPE: top-level rope_theta/rope_scaling, or transformers v5 rope_parameters.
+  std::optional<double> theta = f.f64("rope_theta");
+  if (const json* rs = f.get("rope_scaling")) c.rope_scaling = parse_rope_scaling(*rs, where, "rope_scaling");
+  if (const json* rp = f.get("rope_parameters")) {
+    if (!rp->is_object()) f.bad_type("rope_parameters", "an object", *rp);
+    if (!theta) theta = Fields{*rp, where + " rope_parameters", nullptr}.f64("rope_theta");
+    if (!c.rope_scaling) c.rope_scaling = parse_rope_scaling(*rp, where, "rope_parameters");
+  }
+  c.rope_theta = theta.value_or(10000.0);
+  TITAN_CHECK(c.rope_theta > 0, "{}: field 'rope_theta' must be positive, got {}", where, c.rope_theta);
+
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings").value_or(false);
+  c.attention_bias = f.boolean("attention_bias").value_or(false);
+  c.bos_token_id = f.i64("bos_token_id");
+  if (const json* e = f.get("eos_token_id")) {
+    if (e->is_number_integer()) {
+      c.eos_token_id = {e->get<int64_t>()};
+    } else if (e->is_array()) {
+      for (const json& x : *e) {
+        if (!x.is_number_integer()) f.bad_type("eos_token_id", "an integer or a list of integers", *e);
+        c.eos_token_id.push_back(x.get<int64_t>());
+      }
+    } else {
+      f.bad_type("eos_token_id", "an integer or a list of integers", *e);
+    }
+  }
+  c.torch_dtype = f.str("torch_dtype").value_or("");
+  if (auto d = f.str("dtype"); d && c.torch_dtype.empty()) c.torch_dtype = *d;
+
+  for (const auto& [k, v] : j.items())
+    if (!used.count(k)) c.extra[k] = v;
+  return c;
+}
+
+HFConfig load_hf_config(const std::string& path) {
+  std::string file = path;
+  if (dir_exists(path)) file = (path.back() == '/' ? path : path + "/") + "config.json";
+  if (!file_exists(file)) fail("config.json {}: file not found", file);
+  json j;
+  try {
+    j = json::parse(read_file(file));
+  } catch (const json::exception& e) {
+    fail("config.json {}: malformed JSON: {}", file, e.what());
+  }
+  return parse_hf_config(j, file);
+}
+
+json hf_config_to_json(const HFConfig& c) {
+  json j = c.extra.is_object() ? c.extra : json::object();
+  j["architectures"] = c.architectures;
+  j["model_type"] = c.model_type;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling) {
+    const HFRopeScaling& s = *c.rope_scaling;
+    j["rope_scaling"] = {{"rope_type", s.rope_type},
+                         {"factor", s.factor},
+                         {"low_freq_factor", s.low_freq_factor},
+                         {"high_freq_factor", s.high_freq_factor},
+                         {"original_max_position_embeddings", s.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_id.size() == 1) j["eos_token_id"] = c.eos_token_id[0];
+  else if (!c.eos_token_id.empty()) j["eos_token_id"] = c.eos_token_id;
+  if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
+  return j;
+}
+
+void save_hf_config(const std::string& path, const HFConfig& c) {
+  write_file_atomic(path, hf_config_to_json(c).dump(2) + "\n");
+}
+
+}  // namespace titan
