@@ -1,0 +1,46 @@
+// The shared decoder-only transformer (Llama3 / Qwen3 families): one definition,
+// called by the trainer and by the generator through ForwardBatch (DESIGN.md §1.1).
+// Parameter names follow TorchTitan (tok_embeddings, layers.{i}.attention.wq, ...,
+// norm, output); each family's state-dict adapter maps them to Hugging Face names.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/models/common/layers.h"
+
+namespace titan::models {
+
+enum class ActivationCheckpoint { none, full };
+
+class Decoder : public nn::Module {
+ public:
+  explicit Decoder(const TransformerConfig& cfg);
+
+  // Final-normed hidden states (T, D) for the batch's tokens. Throws titan::Error on
+  // bad metadata (token id out of range, position beyond the RoPE table, ...).
+  Tensor forward(const ForwardBatch& batch) const;
+
+  // The LM head weight (V, D): the embedding when tied.
+  Tensor lm_head_weight() const;
+  // logits (T, V) = hidden (T, D) · lm_head_weightᵀ, through the batch-invariant GEMM.
+  Tensor logits(const Tensor& hidden) const;
+
+  // Initialises all parameters as TorchTitan does for the family (survey §4), from
+  // Philox keyed by seed: deterministic and independent of thread count.
+  void init_weights(uint64_t seed);
+
+  const TransformerConfig& config() const { return cfg_; }
+  ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::none;
+
+  Embedding* tok_embeddings;
+  std::vector<TransformerBlock*> layers;
+  RMSNorm* norm;
+  Linear* output = nullptr;  // null when tied
+
+ private:
+  TransformerConfig cfg_;
+  RopeTables rope_;
+};
+
+}  // namespace titan::models

@@ -1,0 +1,48 @@
+// ForwardBatch: what Model::forward consumes (DESIGN.md §1.1). The token stream is
+// flat and packed — no batch dimension inside the model. The trainer and the
+// generator differ ONLY in the attention metadata:
+//   trainer:   cu_seqlens (packed documents, no attention across them), autograd on;
+//   generator: a paged KV cache (block tables, slot mapping), autograd off.
+#pragma once
+#include <vector>
+
+#include "titan/core/tensor.h"
+#include "titan/kernels/cpu/attention.h"
+
+namespace titan::models {
+
+// The generator's KV pool, one pair of tensors per layer:
+//   k[l] (num_blocks, Hkv, Dh, B) — head-dim major inside a block (attention.h),
+//   v[l] (num_blocks, Hkv, B, Dh).
+struct PagedKVCache {
+  std::vector<Tensor> k, v;
+  int block_size = kernels::cpu::kKvBlockSize;
+  int64_t num_blocks = 0;
+};
+
+struct ForwardBatch {
+  Tensor tokens;     // (T) i32
+  Tensor positions;  // (T) i32: position within its sequence (restarts at 0 per document)
+
+  // ---- trainer path (kv == nullptr)
+  Tensor cu_seqlens;  // (S + 1) i32: sequence s is tokens [cu[s], cu[s+1])
+
+  // ---- generator path (kv != nullptr)
+  PagedKVCache* kv = nullptr;
+  Tensor block_tables;  // (num_seqs, max_blocks) i32
+  Tensor seq_ids;       // (T) i32: row of block_tables for each token
+  Tensor slot_mapping;  // (T) i64: cache slot (block * B + offset) each token's K/V goes to
+
+  // KV block size the trainer-side attention visits keys with. Parity with the
+  // generator requires it to equal the cache's block size (the default).
+  int attn_block_size = kernels::cpu::kKvBlockSize;
+
+  int64_t num_tokens() const { return tokens.numel(); }
+  bool is_paged() const { return kv != nullptr; }
+};
+
+// A trainer batch for one packed sequence list: tokens of each document back to back.
+// Builds tokens, positions (0.. per document) and cu_seqlens. Throws on empty input.
+ForwardBatch make_packed_batch(const std::vector<std::vector<int32_t>>& documents);
+
+}  // namespace titan::models

@@ -1,0 +1,76 @@
+// Building blocks of the shared decoder (TorchTitan names: wq/wk/wv/wo, w1/w2/w3,
+// attention_norm/ffn_norm). Each is written once and serves trainer and generator.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "titan/models/common/config.h"
+#include "titan/models/common/forward_batch.h"
+#include "titan/nn/module.h"
+
+namespace titan::models {
+
+// y = x Wᵀ (+ b). weight (out, in) f32.
+class Linear : public nn::Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias);
+  Tensor forward(const Tensor& x) const;  // x (T, in) -> (T, out)
+  Tensor weight, bias;
+};
+
+class Embedding : public nn::Module {
+ public:
+  Embedding(int64_t num, int64_t dim);
+  Tensor forward(const Tensor& ids) const;  // ids (T) i32 -> (T, dim)
+  Tensor weight;
+};
+
+class RMSNorm : public nn::Module {
+ public:
+  RMSNorm(int64_t dim, double eps);
+  Tensor forward(const Tensor& x) const;  // normalises the last dim
+  Tensor weight;
+  double eps;
+};
+
+// fp32 RoPE tables (P, R/2), computed in double and rounded once (kernels/cpu/rope.h).
+struct RopeTables {
+  Tensor cos, sin;
+  int64_t rotary_dim = 0;
+};
+RopeTables build_rope_tables(const TransformerConfig& cfg);
+
+// Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half).
+class Attention : public nn::Module {
+ public:
+  Attention(const TransformerConfig& cfg, int layer_id);
+  // x (T, D) -> (T, D). Trainer path: packed varlen attention (differentiable).
+  // Generator path: writes K/V to the paged cache, then attends through block tables.
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeTables& rope) const;
+  Linear *wq, *wk, *wv, *wo;
+  RMSNorm *q_norm = nullptr, *k_norm = nullptr;
+
+ private:
+  int layer_id_;
+  int64_t H_, Hkv_, Dh_, window_;
+};
+
+// SwiGLU feed-forward: w2(silu(w1 x) * w3 x).
+class FeedForward : public nn::Module {
+ public:
+  FeedForward(int64_t dim, int64_t hidden);
+  Tensor forward(const Tensor& x) const;
+  Linear *w1, *w2, *w3;
+};
+
+// Pre-norm block: h = x + attn(norm(x)); out = h + ffn(norm(h)).
+class TransformerBlock : public nn::Module {
+ public:
+  TransformerBlock(const TransformerConfig& cfg, int layer_id);
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeTables& rope) const;
+  RMSNorm *attention_norm, *ffn_norm;
+  Attention* attention;
+  FeedForward* feed_forward;
+};
+
+}  // namespace titan::models

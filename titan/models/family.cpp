@@ -1,0 +1,181 @@
+#include "titan/models/family.h"
+
+
+#include "titan/autograd/node.h"
+
+namespace titan::models {
+
+Family make_llama3_family();
+Family make_qwen3_family();
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> fams = {make_llama3_family(), make_qwen3_family()};
+  return fams;
+}
+
+const Family& family(const std::string& name) {
+  std::string names;
+  for (auto& f : families()) {
+    if (f.name == name) return f;
+    names += (names.empty() ? "" : ", ") + f.name;
+  }
+  fail("unknown model family '{}' (available: {})", name, names);
+}
+
+TransformerConfig flavor(const std::string& family_name, const std::string& flavor_name) {
+  const Family& f = family(family_name);
+  auto it = f.flavors.find(flavor_name);
+  if (it != f.flavors.end()) return it->second;
+  std::string names;
+  for (auto& [n, _] : f.flavors) names += (names.empty() ? "" : ", ") + n;
+  fail("unknown flavor '{}' for model family '{}' (available: {})", flavor_name, family_name, names);
+}
+
+TransformerConfig config_from_hf(const HFConfig& hf) {
+  TransformerConfig c;
+  c.family = hf.is_qwen3() ? "qwen3" : "llama3";
+  c.qk_norm = hf.is_qwen3();
+  c.vocab_size = hf.vocab_size;
+  c.hidden_size = hf.hidden_size;
+  c.intermediate_size = hf.intermediate_size;
+  c.num_hidden_layers = hf.num_hidden_layers;
+  c.num_attention_heads = hf.num_attention_heads;
+  c.num_key_value_heads = hf.num_key_value_heads;
+  c.head_dim = hf.head_dim;
+  c.max_position_embeddings = hf.max_position_embeddings;
+  c.rms_norm_eps = hf.rms_norm_eps;
+  c.rope_theta = hf.rope_theta;
+  if (hf.rope_scaling) {
+    c.rope_scaling.factor = hf.rope_scaling->factor;
+    c.rope_scaling.low_freq_factor = hf.rope_scaling->low_freq_factor;
+    c.rope_scaling.high_freq_factor = hf.rope_scaling->high_freq_factor;
+    c.rope_scaling.original_max_position_embeddings = hf.rope_scaling->original_max_position_embeddings;
+  }
+  c.tie_word_embeddings = hf.tie_word_embeddings;
+  c.attention_bias = hf.attention_bias;
+  if (hf.bos_token_id) c.bos_token_id = *hf.bos_token_id;
+  if (!hf.eos_token_id.empty()) c.eos_token_id = hf.eos_token_id[0];
+  c.validate();
+  return c;
+}
+
+HFConfig config_to_hf(const TransformerConfig& c) {
+  const Family& f = family(c.family);
+  HFConfig h;
+  h.architectures = {f.hf_architecture};
+  h.model_type = f.hf_model_type;
+  h.hidden_size = c.hidden_size;
+  h.intermediate_size = c.intermediate_size;
+  h.num_hidden_layers = c.num_hidden_layers;
+  h.num_attention_heads = c.num_attention_heads;
+  h.num_key_value_heads = c.num_key_value_heads;
+  h.head_dim = c.head_dim;
+  h.vocab_size = c.vocab_size;
+  h.max_position_embeddings = c.max_position_embeddings;
+  h.rms_norm_eps = c.rms_norm_eps;
+  h.rope_theta = c.rope_theta;
+  if (c.rope_scaling.factor > 0) {
+    HFRopeScaling rs;
+    rs.factor = c.rope_scaling.factor;
+    rs.low_freq_factor = c.rope_scaling.low_freq_factor;
+    rs.high_freq_factor = c.rope_scaling.high_freq_factor;
+    rs.original_max_position_embeddings = c.rope_scaling.original_max_position_embeddings;
+    h.rope_scaling = rs;
+  }
+  h.tie_word_embeddings = c.tie_word_embeddings;
+  h.attention_bias = c.attention_bias;
+  if (c.bos_token_id >= 0) h.bos_token_id = c.bos_token_id;
+  if (c.eos_token_id >= 0) h.eos_token_id = {c.eos_token_id};
+  h.torch_dtype = "float32";
+  return h;
+}
+
+namespace {
+// (titan suffix inside a layer, HF suffix inside a layer)
+const std::vector<std::pair<std::string, std::string>>& layer_map() {
+  static const std::vector<std::pair<std::string, std::string>> m = {
+      {"attention.wq.weight", "self_attn.q_proj.weight"},
+      {"attention.wk.weight", "self_attn.k_proj.weight"},
+      {"attention.wv.weight", "self_attn.v_proj.weight"},
+      {"attention.wo.weight", "self_attn.o_proj.weight"},
+      {"attention.wq.bias", "self_attn.q_proj.bias"},
+      {"attention.wk.bias", "self_attn.k_proj.bias"},
+      {"attention.wv.bias", "self_attn.v_proj.bias"},
+      {"attention.q_norm.weight", "self_attn.q_norm.weight"},
+      {"attention.k_norm.weight", "self_attn.k_norm.weight"},
+      {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
+      {"feed_forward.w2.weight", "mlp.down_proj.weight"},
+      {"feed_forward.w3.weight", "mlp.up_proj.weight"},
+      {"attention_norm.weight", "input_layernorm.weight"},
+      {"ffn_norm.weight", "post_attention_layernorm.weight"},
+  };
+  return m;
+}
+const std::vector<std::pair<std::string, std::string>>& top_map() {
+  static const std::vector<std::pair<std::string, std::string>> m = {
+      {"tok_embeddings.weight", "model.embed_tokens.weight"},
+      {"norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"},
+  };
+  return m;
+}
+bool split_layer(const std::string& name, const std::string& prefix, std::string& idx, std::string& rest) {
+  if (name.rfind(prefix, 0) != 0) return false;
+  size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return false;
+  idx = name.substr(prefix.size(), dot - prefix.size());
+  if (idx.empty() || idx.find_first_not_of("0123456789") != std::string::npos) return false;
+  rest = name.substr(dot + 1);
+  return true;
+}
+}  // namespace
+
+std::string to_hf_name(const std::string& n) {
+  for (auto& [a, b] : top_map())
+    if (n == a) return b;
+  std::string idx, rest;
+  if (split_layer(n, "layers.", idx, rest))
+    for (auto& [a, b] : layer_map())
+      if (rest == a) return "model.layers." + idx + "." + b;
+  fail("state-dict adapter: titan parameter '{}' has no Hugging Face name", n);
+}
+
+std::string from_hf_name(const std::string& n) {
+  for (auto& [a, b] : top_map())
+    if (n == b) return a;
+  std::string idx, rest;
+  if (split_layer(n, "model.layers.", idx, rest))
+    for (auto& [a, b] : layer_map())
+      if (rest == b) return "layers." + idx + "." + a;
+  fail("state-dict adapter: Hugging Face tensor '{}' has no titan counterpart", n);
+}
+
+void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf,
+                        const std::string& source) {
+  autograd::NoGradGuard ng;
+  for (auto& [name, p] : model.named_parameters()) {
+    const std::string hn = to_hf_name(name);
+    auto it = hf.find(hn);
+    if (it == hf.end() && name == "tok_embeddings.weight") {
+      // Some tied checkpoints store only lm_head.
+      it = hf.find("lm_head.weight");
+    }
+    TITAN_CHECK(it != hf.end(), "{}: missing tensor '{}' (expected shape {})", source, hn,
+                shape_str(p.shape()));
+    const Tensor& src = it->second;
+    TITAN_CHECK(src.shape() == p.shape(), "{}: tensor '{}' has shape {}, the model expects {}", source,
+                hn, shape_str(src.shape()), shape_str(p.shape()));
+    TITAN_CHECK(is_floating(src.dtype()), "{}: tensor '{}' has dtype {}, expected a floating dtype",
+                source, hn, dtype_name(src.dtype()));
+    Tensor dst = p;
+    dst.copy_(src);
+  }
+}
+
+std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, p] : model.named_parameters()) out[to_hf_name(name)] = p.detach();
+  return out;
+}
+
+}  // namespace titan::models

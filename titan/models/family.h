@@ -1,0 +1,47 @@
+// Model families: flavors (named configs), HF config.json mapping and the
+// state-dict adapter between titan names (TorchTitan style) and Hugging Face names.
+// A family is a set of functions registered by name; variants are config flags.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "titan/checkpoint/hf_config.h"
+#include "titan/models/common/config.h"
+#include "titan/nn/module.h"
+
+namespace titan::models {
+
+struct Family {
+  std::string name;                                   // "llama3", "qwen3"
+  std::map<std::string, TransformerConfig> flavors;   // "debugmodel", "qwen3_0.6b", ...
+  std::string hf_architecture;                        // "LlamaForCausalLM", ...
+  std::string hf_model_type;                          // "llama", "qwen3"
+};
+
+// All registered families; throws titan::Error naming the family / flavor and the
+// valid ones when absent.
+const std::vector<Family>& families();
+const Family& family(const std::string& name);
+TransformerConfig flavor(const std::string& family_name, const std::string& flavor_name);
+
+// config.json <-> TransformerConfig (family picked from `architectures`).
+TransformerConfig config_from_hf(const HFConfig& hf);
+HFConfig config_to_hf(const TransformerConfig& cfg);
+
+// State-dict adapter. titan name <-> HF name, e.g.
+//   layers.3.attention.wq.weight <-> model.layers.3.self_attn.q_proj.weight.
+// Throws titan::Error naming the key when it has no counterpart.
+std::string to_hf_name(const std::string& titan_name);
+std::string from_hf_name(const std::string& hf_name);
+
+// Copies HF-named tensors into the module's parameters (converted to f32). Every
+// parameter must be present with its exact shape; HF keys with no counterpart
+// (e.g. rotary inv_freq buffers) are ignored; lm_head.weight is ignored when tied.
+// Errors name the tensor, the expected and the actual shape/dtype, and `source`.
+void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf,
+                        const std::string& source);
+// The module's parameters under HF names (shares storage; no copy).
+std::map<std::string, Tensor> hf_state_dict(const nn::Module& model);
+
+}  // namespace titan::models
