@@ -4,7 +4,6 @@
 
 #include "titan/core/thread_pool.h"
 #include "titan/kernels/cpu/isa/reduce.h"
-#include "titan/kernels/cpu/isa/vocab_lse.h"
 #include "titan/kernels/cpu/norm.h"
 
 namespace titan::kernels::cpu::TITAN_ISA_NS {

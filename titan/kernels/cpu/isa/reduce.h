@@ -76,4 +76,11 @@ inline void for_vectors(int64_t n, F f) {
 }
 
 }  // namespace simd
+
+// Rows per parallel task so a task holds at least ~32K elements (threads split rows;
+// the split never changes a row's arithmetic).
+inline int64_t row_grain(int64_t row_len) {
+  return row_len >= 32768 ? 1 : 32768 / (row_len < 1 ? 1 : row_len);
+}
+
 }  // namespace titan::kernels::cpu::TITAN_ISA_NS

@@ -15,9 +15,4 @@ VocabStats merge_chunk_stats(VocabStats acc, VocabStats chunk);
 // All chunks of a row x[0..V) merged in ascending order.
 VocabStats vocab_row_stats(const float* x, int64_t V, float inv_temperature);
 
-// Rows per parallel task so a task holds at least ~32K elements (threads split rows).
-inline int64_t row_grain(int64_t row_len) {
-  return row_len >= 32768 ? 1 : 32768 / (row_len < 1 ? 1 : row_len);
-}
-
 }  // namespace titan::kernels::cpu::TITAN_ISA_NS
