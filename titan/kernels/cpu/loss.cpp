@@ -1,0 +1,240 @@
+// Fused chunked cross-entropy: tiling over rows and vocabulary chunks, the GEMMs
+// (gemm.h), validation and run-time ISA dispatch of the per-tile pieces (isa/loss.cpp).
+#include "titan/kernels/cpu/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "titan/core/error.h"
+#include "titan/core/thread_pool.h"
+#include "titan/kernels/cpu/dispatch.h"
+#include "titan/kernels/cpu/gemm.h"
+#include "titan/kernels/cpu/softmax.h"
+
+TITAN_DECLARE_ISA(void, ce_tile_stats,
+                  (titan::kernels::cpu::VocabStats * st, float* zt, const float* logits,
+                   int64_t ldl, int64_t rows, int64_t c0, int64_t n, const int64_t* targets,
+                   float inv_temperature, bool first_chunk))
+TITAN_DECLARE_ISA(void, ce_tile_grad,
+                  (float* g, int64_t ldg, const float* logits, int64_t ldl, int64_t rows,
+                   int64_t c0, int64_t n, const int64_t* targets, const float* lse,
+                   const float* dloss, int64_t ignore_index, float z_loss_coef,
+                   float inv_temperature))
+
+namespace titan::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kNoIgnore = INT64_MIN;
+
+struct Checks {
+  const char* fn;
+  void sizes(int64_t T, int64_t D, int64_t V) const {
+    TITAN_CHECK(T >= 0, "{}: T must be >= 0, got {}", fn, T);
+    TITAN_CHECK(D >= 1, "{}: D must be >= 1, got {}", fn, D);
+    TITAN_CHECK(V >= 1, "{}: V must be >= 1, got {}", fn, V);
+  }
+  void ptr(const char* name, const void* p, int64_t T) const {
+    TITAN_CHECK(p != nullptr || T == 0, "{}: {} must not be null", fn, name);
+  }
+  void scalars(float z_loss_coef, float inv_temperature) const {
+    TITAN_CHECK(std::isfinite(z_loss_coef) && z_loss_coef >= 0.0f,
+                "{}: z_loss_coef must be finite and >= 0, got {}", fn, z_loss_coef);
+    TITAN_CHECK(std::isfinite(inv_temperature) && inv_temperature > 0.0f,
+                "{}: inv_temperature must be finite and > 0, got {}", fn, inv_temperature);
+  }
+  void targets(const int64_t* y, int64_t T, int64_t V, int64_t ignore_index) const {
+    for (int64_t t = 0; t < T; ++t)
+      TITAN_CHECK(y[t] == ignore_index || (y[t] >= 0 && y[t] < V),
+                  "{}: targets[{}] = {} is outside [0, V = {}) and is not ignore_index ({})", fn,
+                  t, y[t], V, ignore_index);
+  }
+};
+
+template <typename I>
+std::vector<int64_t> widen(const char* fn, const I* p, int64_t T) {
+  TITAN_CHECK(p != nullptr || T <= 0, "{}: targets must not be null", fn);
+  return std::vector<int64_t>(p, p + (T > 0 ? T : 0));
+}
+
+std::unique_ptr<float[]> tile_buffer(int64_t T) {
+  return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * kVocabChunk]);
+}
+
+// Per-row vocabulary stats st (T) and scaled target logits zt (T) of hidden · weightᵀ,
+// computed kVocabChunk columns × kCeRowTile rows at a time, chunks in ascending order.
+void chunked_stats(VocabStats* st, float* zt, const float* hidden, const float* weight,
+                   const int64_t* targets, int64_t T, int64_t D, int64_t V,
+                   float inv_temperature) {
+  if (T == 0) return;
+  auto buf = tile_buffer(T);
+  std::fill(zt, zt + T, 0.0f);
+  for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {
+    const int64_t n = std::min(kVocabChunk, V - c0);
+    for (int64_t r0 = 0; r0 < T; r0 += kCeRowTile) {
+      const int64_t rows = std::min(kCeRowTile, T - r0);
+      gemm_f32(rows, n, D, hidden + r0 * D, D, weight + c0 * D, D, /*b_trans=*/true, buf.get(), n,
+               /*accumulate=*/false);
+      TITAN_DISPATCH(ce_tile_stats, st + r0, zt + r0, buf.get(), n, rows, c0, n, targets + r0,
+                     inv_temperature, c0 == 0);
+    }
+  }
+}
+
+// loss = −logprob (+ z-loss), 0 for ignored rows; lse optional.
+void finish_loss(float* loss, float* lse, const VocabStats* st, const float* zt,
+                 const int64_t* targets, int64_t T, int64_t ignore_index, float z_loss_coef) {
+  for (int64_t t = 0; t < T; ++t) {
+    const float l = vocab_lse(st[t]);
+    if (lse) lse[t] = l;
+    if (targets[t] == ignore_index) {
+      loss[t] = 0.0f;
+      continue;
+    }
+    float v = -vocab_logprob(st[t], zt[t]);
+    if (z_loss_coef != 0.0f) v = v + z_loss_coef * (l * l);
+    loss[t] = v;
+  }
+}
+
+}  // namespace
+
+void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, const float* weight,
+                       const int64_t* targets, int64_t T, int64_t D, int64_t V,
+                       int64_t ignore_index, float z_loss_coef, float inv_temperature) {
+  const Checks ck{"cross_entropy_fwd"};
+  ck.sizes(T, D, V);
+  ck.ptr("loss_per_row", loss_per_row, T);
+  ck.ptr("hidden", hidden, T);
+  ck.ptr("weight", weight, T);
+  ck.ptr("targets", targets, T);
+  ck.scalars(z_loss_coef, inv_temperature);
+  ck.targets(targets, T, V, ignore_index);
+  std::vector<VocabStats> st(static_cast<size_t>(T));
+  std::vector<float> zt(static_cast<size_t>(T));
+  chunked_stats(st.data(), zt.data(), hidden, weight, targets, T, D, V, inv_temperature);
+  finish_loss(loss_per_row, lse, st.data(), zt.data(), targets, T, ignore_index, z_loss_coef);
+}
+
+void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, const float* weight,
+                       const int32_t* targets, int64_t T, int64_t D, int64_t V,
+                       int64_t ignore_index, float z_loss_coef, float inv_temperature) {
+  const auto y = widen("cross_entropy_fwd", targets, T);
+  cross_entropy_fwd(loss_per_row, lse, hidden, weight, y.data(), T, D, V, ignore_index,
+                    z_loss_coef, inv_temperature);
+}
+
+void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const float* hidden,
+                       const float* weight, const int64_t* targets, const float* lse, int64_t T,
+                       int64_t D, int64_t V, int64_t ignore_index, float z_loss_coef,
+                       float inv_temperature, bool accumulate_dweight) {
+  const Checks ck{"cross_entropy_bwd"};
+  ck.sizes(T, D, V);
+  ck.ptr("dloss", dloss, T);
+  ck.ptr("hidden", hidden, T);
+  ck.ptr("weight", weight, T);
+  ck.ptr("targets", targets, T);
+  ck.ptr("lse", lse, T);
+  ck.scalars(z_loss_coef, inv_temperature);
+  ck.targets(targets, T, V, ignore_index);
+  if (dweight && !accumulate_dweight)
+    parallel_for_grain(V, 64, [&](int64_t v0, int64_t v1) {
+      std::memset(dweight + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
+    });
+  if (T == 0 || (!dhidden && !dweight)) return;
+  auto buf = tile_buffer(T);
+  for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {
+    const int64_t n = std::min(kVocabChunk, V - c0);
+    const float* wc = weight + c0 * D;
+    for (int64_t r0 = 0; r0 < T; r0 += kCeRowTile) {
+      const int64_t rows = std::min(kCeRowTile, T - r0);
+      const float* h = hidden + r0 * D;
+      gemm_f32(rows, n, D, h, D, wc, D, /*b_trans=*/true, buf.get(), n, /*accumulate=*/false);
+      TITAN_DISPATCH(ce_tile_grad, buf.get(), n, buf.get(), n, rows, c0, n, targets + r0,
+                     lse + r0, dloss + r0, ignore_index, z_loss_coef, inv_temperature);
+      if (dhidden)  // dhidden(rows, D) (+)= g(rows, n) · W_c(n, D)
+        gemm_f32(rows, D, n, buf.get(), n, wc, D, /*b_trans=*/false, dhidden + r0 * D, D,
+                 /*accumulate=*/c0 > 0);
+      if (dweight)  // dW_c(n, D) += g(rows, n)ᵀ · h(rows, D)
+        gemm_f32_tn(n, D, rows, buf.get(), n, h, D, dweight + c0 * D, D, /*accumulate=*/true);
+    }
+  }
+}
+
+void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const float* hidden,
+                       const float* weight, const int32_t* targets, const float* lse, int64_t T,
+                       int64_t D, int64_t V, int64_t ignore_index, float z_loss_coef,
+                       float inv_temperature, bool accumulate_dweight) {
+  const auto y = widen("cross_entropy_bwd", targets, T);
+  cross_entropy_bwd(dhidden, dweight, dloss, hidden, weight, y.data(), lse, T, D, V, ignore_index,
+                    z_loss_coef, inv_temperature, accumulate_dweight);
+}
+
+void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
+                          const float* weight, const int64_t* targets, int64_t T, int64_t D,
+                          int64_t V, float inv_temperature) {
+  const Checks ck{"logprobs_from_hidden"};
+  ck.sizes(T, D, V);
+  ck.ptr("out_logprobs", out_logprobs, T);
+  ck.ptr("hidden", hidden, T);
+  ck.ptr("weight", weight, T);
+  ck.ptr("targets", targets, T);
+  ck.scalars(0.0f, inv_temperature);
+  ck.targets(targets, T, V, kNoIgnore);
+  std::vector<VocabStats> st(static_cast<size_t>(T));
+  std::vector<float> zt(static_cast<size_t>(T));
+  chunked_stats(st.data(), zt.data(), hidden, weight, targets, T, D, V, inv_temperature);
+  for (int64_t t = 0; t < T; ++t) {
+    out_logprobs[t] = vocab_logprob(st[t], zt[t]);
+    if (out_lse) out_lse[t] = vocab_lse(st[t]);
+  }
+}
+
+void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
+                          const float* weight, const int32_t* targets, int64_t T, int64_t D,
+                          int64_t V, float inv_temperature) {
+  const auto y = widen("logprobs_from_hidden", targets, T);
+  logprobs_from_hidden(out_logprobs, out_lse, hidden, weight, y.data(), T, D, V, inv_temperature);
+}
+
+void cross_entropy_logits_fwd(float* loss_per_row, float* lse, const float* logits,
+                              const int64_t* targets, int64_t T, int64_t V, int64_t ignore_index,
+                              float z_loss_coef, float inv_temperature) {
+  const Checks ck{"cross_entropy_logits_fwd"};
+  ck.sizes(T, 1, V);
+  ck.ptr("loss_per_row", loss_per_row, T);
+  ck.ptr("logits", logits, T);
+  ck.ptr("targets", targets, T);
+  ck.scalars(z_loss_coef, inv_temperature);
+  ck.targets(targets, T, V, ignore_index);
+  std::vector<VocabStats> st(static_cast<size_t>(T));
+  std::vector<float> zt(static_cast<size_t>(T), 0.0f);
+  parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      st[t] = vocab_row_stats(logits + t * V, V, inv_temperature);
+      if (targets[t] != ignore_index) zt[t] = logits[t * V + targets[t]] * inv_temperature;
+    }
+  });
+  finish_loss(loss_per_row, lse, st.data(), zt.data(), targets, T, ignore_index, z_loss_coef);
+}
+
+void cross_entropy_logits_bwd(float* dlogits, const float* dloss, const float* logits,
+                              const int64_t* targets, const float* lse, int64_t T, int64_t V,
+                              int64_t ignore_index, float z_loss_coef, float inv_temperature) {
+  const Checks ck{"cross_entropy_logits_bwd"};
+  ck.sizes(T, 1, V);
+  ck.ptr("dlogits", dlogits, T);
+  ck.ptr("dloss", dloss, T);
+  ck.ptr("logits", logits, T);
+  ck.ptr("targets", targets, T);
+  ck.ptr("lse", lse, T);
+  ck.scalars(z_loss_coef, inv_temperature);
+  ck.targets(targets, T, V, ignore_index);
+  TITAN_DISPATCH(ce_tile_grad, dlogits, V, logits, V, T, 0, V, targets, lse, dloss, ignore_index,
+                 z_loss_coef, inv_temperature);
+}
+
+}  // namespace titan::kernels::cpu

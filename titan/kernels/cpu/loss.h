@@ -1,0 +1,72 @@
+// Cross-entropy over the vocabulary, fused with the output projection (raw fp32).
+//
+// The fused kernels compute logits = hidden · weightᵀ kVocabChunk columns at a time
+// (and kCeRowTile rows at a time) with gemm_f32, so the full (T, V) logits are never
+// materialised, and feed each chunk to the vocabulary log-sum-exp algorithm of
+// softmax.h (vocab_chunk_stats + merge_chunk_stats, chunks in ascending order). Since
+// gemm_f32 gives row m the same bits whatever M/N blocking, a row's loss, lse and
+// logprob have the same bits as logprobs_from_logits on the full gemm_f32 logits, for
+// any row count, row position or thread count (DESIGN.md §1.2).
+//
+// Per row t with scaled logits z = logits[t] · inv_temperature and y = targets[t]:
+//   lse[t]  = logsumexp(z)
+//   loss[t] = −log_softmax(z)[y] + z_loss_coef · lse[t]²     (0 when y == ignore_index)
+// z-loss: PaLM (Chowdhery et al. 2022), log²Z regulariser. No reduction over rows.
+#pragma once
+#include <cstdint>
+
+namespace titan::kernels::cpu {
+
+// Rows per logits tile of the fused kernels: scratch is kCeRowTile × kVocabChunk floats.
+// Does not change any bit of loss/lse/logprobs/dhidden.
+inline constexpr int64_t kCeRowTile = 256;
+
+// Fused forward. loss_per_row (T), lse (T) (may be null), hidden (T, D), weight (V, D)
+// (nn.Linear layout), targets (T) int64 or int32 in [0, V) or == ignore_index.
+// Throws titan::Error on bad sizes, null pointers, a target outside [0, V) that is not
+// ignore_index, z_loss_coef < 0 or not finite, inv_temperature not finite and > 0.
+void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, const float* weight,
+                       const int64_t* targets, int64_t T, int64_t D, int64_t V,
+                       int64_t ignore_index, float z_loss_coef, float inv_temperature);
+void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, const float* weight,
+                       const int32_t* targets, int64_t T, int64_t D, int64_t V,
+                       int64_t ignore_index, float z_loss_coef, float inv_temperature);
+
+// Fused backward. Recomputes each logits chunk, forms
+//   g = dloss[t] · τ⁻¹ · (softmax(z)·(1 + 2·z_loss_coef·lse[t]) − onehot(y))   (0 if ignored)
+// and accumulates, chunk by chunk in ascending order:
+//   dhidden (T, D) = Σ_c g_c · W_c          (overwritten; null to skip)
+//   dweight (V, D) (+)= gᵀ · hidden         (accumulate_dweight: += else =; null to skip)
+// dloss (T) = d(total)/d(loss_per_row[t]); lse (T) from cross_entropy_fwd. Deterministic:
+// the row tiles and chunks are fixed, independent of the thread count.
+void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const float* hidden,
+                       const float* weight, const int64_t* targets, const float* lse, int64_t T,
+                       int64_t D, int64_t V, int64_t ignore_index, float z_loss_coef,
+                       float inv_temperature, bool accumulate_dweight);
+void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const float* hidden,
+                       const float* weight, const int32_t* targets, const float* lse, int64_t T,
+                       int64_t D, int64_t V, int64_t ignore_index, float z_loss_coef,
+                       float inv_temperature, bool accumulate_dweight);
+
+// Log-probabilities of targets from hidden states through the same chunk path:
+// out_logprobs (T), out_lse (T) (may be null). Same bits as gemm_f32 full logits +
+// logprobs_from_logits. targets in [0, V).
+void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
+                          const float* weight, const int64_t* targets, int64_t T, int64_t D,
+                          int64_t V, float inv_temperature);
+void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
+                          const float* weight, const int32_t* targets, int64_t T, int64_t D,
+                          int64_t V, float inv_temperature);
+
+// The composed twins over materialised logits (T, V): the reference for the fused
+// kernels and the path for callers that already hold logits. Same formulas; the forward
+// gives the same bits as cross_entropy_fwd on gemm_f32 logits.
+void cross_entropy_logits_fwd(float* loss_per_row, float* lse, const float* logits,
+                              const int64_t* targets, int64_t T, int64_t V, int64_t ignore_index,
+                              float z_loss_coef, float inv_temperature);
+// dlogits (T, V) = g above (overwritten).
+void cross_entropy_logits_bwd(float* dlogits, const float* dloss, const float* logits,
+                              const int64_t* targets, const float* lse, int64_t T, int64_t V,
+                              int64_t ignore_index, float z_loss_coef, float inv_temperature);
+
+}  // namespace titan::kernels::cpu
