@@ -194,6 +194,10 @@ void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs
     else node->next.push_back({});
     node->in_shapes.push_back(t.defined() ? t.shape() : Shape{});
   }
+  // Number the node only now: gradient_edge() may just have created a leaf's
+  // AccumulateGrad, which must get a smaller seq than this node so that the
+  // descending-seq order runs it after every consumer of the leaf.
+  node->seq = g_next_seq.fetch_add(1);
   node->out_shapes.clear();
   node->out_dtypes.clear();
   for (size_t i = 0; i < outputs.size(); ++i) {

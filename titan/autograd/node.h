@@ -1,9 +1,10 @@
 // Reverse-mode autograd graph (DESIGN.md §1.3). Every differentiable op creates one
 // Node that holds what its backward needs; outputs point at it (grad_fn), and the
 // node points at its inputs' nodes (next edges). Leaves that require grad get an
-// AccumulateGrad node. Nodes are numbered in creation order (seq); the engine runs
-// them in descending seq, which is a topological order (a node is always created
-// after the nodes of its inputs) and is the same on every run.
+// AccumulateGrad node. Nodes are numbered (seq) when record() wires them, after the
+// edges to their inputs exist (including a leaf's lazily created AccumulateGrad); the
+// engine runs them in descending seq, which is therefore a topological order and is
+// the same on every run.
 #pragma once
 #include <atomic>
 #include <cstdint>
