@@ -41,7 +41,7 @@ Shape infer_shape(const Shape& want, int64_t numel, const char* op, const Shape&
 // (PyTorch's computeStride algorithm). Empty optional when a copy is needed.
 bool view_strides(const Shape& shape, const Shape& strides, const Shape& ns, Shape& out) {
   out.assign(ns.size(), 0);
-  if (shape_numel(shape) == 0) {
+  if (shape_numel(shape) == 0 || shape.empty()) {  // empty, or a 0-d tensor (one element)
     out = contiguous_strides(ns);
     return true;
   }
