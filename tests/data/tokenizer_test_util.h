@@ -1,0 +1,36 @@
+// Helpers for the tokenizer tests: where the shared data and the checked-in
+// reference files are, and JSONL reading.
+#pragma once
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace titan::data::testing {
+
+// ../shared (TITAN_SHARED, set by CTest; else <repo>/../shared).
+inline std::string shared_dir() {
+  if (const char* s = std::getenv("TITAN_SHARED")) return s;
+  return std::string(TITAN_SOURCE_DIR) + "/../shared";
+}
+
+// A file under tests/data/ of the repository.
+inline std::string test_data(const std::string& name) {
+  return std::string(TITAN_SOURCE_DIR) + "/tests/data/" + name;
+}
+
+inline std::string qwen3_dir() { return shared_dir() + "/data/qwen3-tokenizer"; }
+
+inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::vector<nlohmann::json> rows;
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+}  // namespace titan::data::testing
