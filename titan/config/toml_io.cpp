@@ -1,0 +1,238 @@
+#include "titan/config/toml_io.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "titan/config/field_text.h"
+#include "titan/core/error.h"
+
+namespace titan::config {
+
+namespace {
+
+std::string_view parent_of(std::string_view path) {
+  size_t dot = path.rfind('.');
+  return dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+}
+
+void emit_comment(std::string& out, std::string_view text) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    out += line.empty() ? "#\n" : fmt::format("# {}\n", line);
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+std::string format_toml(const FieldTable& table, std::string_view header) {
+  std::string out;
+  if (!header.empty()) emit_comment(out, header);
+  // Root-level fields first (TOML puts bare keys before the first [table]), then
+  // each section's own fields under its header, in declaration order.
+  std::vector<std::string_view> groups{std::string_view()};
+  for (const auto& s : table.sections) groups.push_back(s.path);
+  for (std::string_view g : groups) {
+    std::vector<std::pair<std::string, std::string_view>> lines;  // "key = value", doc
+    size_t width = 0;
+    for (const auto& f : table.fields) {
+      if (parent_of(f.path) != g) continue;
+      std::string_view leaf = g.empty() ? std::string_view(f.path) : std::string_view(f.path).substr(g.size() + 1);
+      lines.emplace_back(fmt::format("{} = {}", leaf, format_toml_value(f)), f.doc);
+      width = std::max(width, std::min<size_t>(lines.back().first.size(), 44));
+    }
+    if (!g.empty()) {
+      if (!out.empty()) out += '\n';
+      emit_comment(out, table.find_section(g)->doc);
+      out += fmt::format("[{}]\n", g);
+    } else if (lines.empty()) {
+      continue;
+    }
+    for (const auto& [kv, doc] : lines) out += fmt::format("{:<{}}  # {}\n", kv, width, doc);
+  }
+  return out;
+}
+
+namespace {
+
+std::string_view toml_type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date/time";
+  }
+}
+
+struct TomlApplier {
+  const FieldTable& table;
+  const std::string& source;
+
+  [[noreturn]] void fail_at(const toml::source_region& where, const std::string& msg) const {
+    fail("{}:{}: {}", source, where.begin.line, msg);
+  }
+  [[noreturn]] void bad_type(const FieldRef& f, const toml::node& n) const {
+    fail_at(n.source(), fmt::format("bad value for '{}': expected {}, got {}", f.path, describe_field_type(f),
+                                    toml_type_name(n)));
+  }
+
+  // Scalar conversions shared by fields and list elements.
+  int64_t get_int(const FieldRef& f, const toml::node& n) const {
+    if (auto* v = n.as_integer()) return v->get();
+    bad_type(f, n);
+  }
+  double get_double(const FieldRef& f, const toml::node& n) const {
+    if (auto* v = n.as_floating_point()) return v->get();
+    if (auto* v = n.as_integer()) return static_cast<double>(v->get());
+    bad_type(f, n);
+  }
+  const std::string& get_string(const FieldRef& f, const toml::node& n) const {
+    if (auto* v = n.as_string()) return v->get();
+    bad_type(f, n);
+  }
+  const toml::array& get_array(const FieldRef& f, const toml::node& n) const {
+    if (auto* a = n.as_array()) return *a;
+    bad_type(f, n);
+  }
+
+  void set(const FieldRef& f, const toml::node& n) const {
+    switch (f.kind) {
+      case FieldKind::boolean:
+        if (auto* v = n.as_boolean()) *static_cast<bool*>(f.ptr) = v->get();
+        else bad_type(f, n);
+        return;
+      case FieldKind::i32: {
+        int64_t v = get_int(f, n);
+        if (v < INT_MIN || v > INT_MAX)
+          fail_at(n.source(), fmt::format("bad value for '{}': {} does not fit in 32 bits", f.path, v));
+        *static_cast<int*>(f.ptr) = static_cast<int>(v);
+        return;
+      }
+      case FieldKind::i64: *static_cast<int64_t*>(f.ptr) = get_int(f, n); return;
+      case FieldKind::f64: *static_cast<double*>(f.ptr) = get_double(f, n); return;
+      case FieldKind::string: *static_cast<std::string*>(f.ptr) = get_string(f, n); return;
+      case FieldKind::enumeration: {
+        const std::string& name = get_string(f, n);
+        try {
+          f.enum_ops->set(f.ptr, enum_index(f.enum_ops->names(), name, f.path));
+        } catch (const Error& e) {
+          fail_at(n.source(), e.what());
+        }
+        return;
+      }
+      case FieldKind::string_list: {
+        std::vector<std::string> v;
+        for (const auto& el : get_array(f, n)) v.push_back(get_string(f, el));
+        *static_cast<std::vector<std::string>*>(f.ptr) = std::move(v);
+        return;
+      }
+      case FieldKind::i64_list: {
+        std::vector<int64_t> v;
+        for (const auto& el : get_array(f, n)) v.push_back(get_int(f, el));
+        *static_cast<std::vector<int64_t>*>(f.ptr) = std::move(v);
+        return;
+      }
+      case FieldKind::f64_list: {
+        std::vector<double> v;
+        for (const auto& el : get_array(f, n)) v.push_back(get_double(f, el));
+        *static_cast<std::vector<double>*>(f.ptr) = std::move(v);
+        return;
+      }
+    }
+  }
+
+  void apply(const toml::table& tbl, const std::string& prefix) const {
+    for (auto&& [key, node] : tbl) {
+      std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+      if (const FieldRef* f = table.find(path)) {
+        set(*f, node);
+      } else if (table.find_section(path)) {
+        if (!node.is_table())
+          fail_at(key.source(), fmt::format("'{}' is a section; expected a table, got {}", path, toml_type_name(node)));
+        apply(*node.as_table(), path);
+      } else {
+        fail_at(key.source(), node.is_table() ? unknown_section_message(table, path) : unknown_key_message(table, path));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void apply_toml_text(const FieldTable& table, std::string_view text, const std::string& source) {
+  toml::table doc;
+  try {
+    doc = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    fail("{}:{}:{}: TOML syntax error: {}", source, e.source().begin.line, e.source().begin.column, e.description());
+  }
+  TomlApplier{table, source}.apply(doc, "");
+}
+
+void apply_toml_file(const FieldTable& table, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read config file '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  apply_toml_text(table, ss.str(), path);
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  namespace fs = std::filesystem;
+  fs::path target(path);
+  fs::path dir = target.parent_path();
+  std::error_code ec;
+  if (!dir.empty()) {
+    fs::create_directories(dir, ec);
+    if (ec) fail("write_file_atomic: cannot create directory '{}': {}", dir.string(), ec.message());
+  }
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("write_file_atomic: cannot create '{}': {}", tmp, std::strerror(errno));
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      fail("write_file_atomic: write to '{}' failed: {}", tmp, std::strerror(err));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail("write_file_atomic: fsync/close of '{}' failed: {}", tmp, std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail("write_file_atomic: rename '{}' -> '{}' failed: {}", tmp, path, std::strerror(err));
+  }
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace titan::config
