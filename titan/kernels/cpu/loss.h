@@ -15,6 +15,8 @@
 #pragma once
 #include <cstdint>
 
+#include "titan/kernels/cpu/softmax.h"  // kVocabChunk, the vocabulary log-sum-exp algorithm
+
 namespace titan::kernels::cpu {
 
 // Rows per logits tile of the fused kernels: scratch is kCeRowTile × kVocabChunk floats.
