@@ -1,0 +1,329 @@
+// The per-query-tile inner functions of the attention kernels (one ISA). Both the
+// packed training path and the paged path call fwd_tile; backward reuses the pieces.
+// Batch invariance: every score lane is one FMA chain over d ascending; masking is a
+// blend to -inf; THE simd::vexp; block sums add the B/W vectors left to right then
+// one fixed hsum; the value accumulation is acc*alpha followed by an FMA chain over
+// the visible keys ascending. None of it depends on the other rows of a tile.
+#if defined(TITAN_ISA_AVX512)
+// GCC 12's AVX-512 intrinsic headers trip -W(maybe-)uninitialized on _mm512_undefined_*.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "titan/kernels/cpu/isa/attention_tile.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "titan/core/thread_pool.h"
+#include "titan/kernels/cpu/isa/simd.h"
+
+namespace titan::kernels::cpu::TITAN_ISA_NS::attn {
+using namespace simd;
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+constexpr std::array<float, kMaxB> make_iota() {
+  std::array<float, kMaxB> a{};
+  for (int i = 0; i < kMaxB; ++i) a[i] = static_cast<float>(i);
+  return a;
+}
+alignas(64) constexpr std::array<float, kMaxB> kIota = make_iota();
+
+inline float lane0(vf v) {
+#if defined(TITAN_ISA_AVX512)
+  return _mm512_cvtss_f32(v);
+#else
+  return _mm256_cvtss_f32(v);
+#endif
+}
+inline vf vabs(vf x) {
+#if defined(TITAN_ISA_AVX512)
+  return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x);
+#else
+  return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+#endif
+}
+inline vf copy_sign(vf mag, vf sgn) {  // |mag| with the sign of sgn (mag >= 0)
+#if defined(TITAN_ISA_AVX512)
+  return _mm512_or_ps(mag, _mm512_and_ps(_mm512_set1_ps(-0.0f), sgn));
+#else
+  return _mm256_or_ps(mag, _mm256_and_ps(_mm256_set1_ps(-0.0f), sgn));
+#endif
+}
+
+// tanh, the one used by the soft-cap (Cephes tanhf): |x| < 0.625: x + x^3 P(x^2);
+// else sign(x) (1 - 2 / (exp(2|x|) + 1)) with simd::vexp. Max error ~2 ulp.
+inline vf vtanh(vf x) {
+  vf ax = vabs(x);
+  vf z = mul(x, x);
+  vf p = set1(-5.70498872745e-3f);
+  p = fmadd(p, z, set1(2.06390887954e-2f));
+  p = fmadd(p, z, set1(-5.37397155531e-2f));
+  p = fmadd(p, z, set1(1.33314422036e-1f));
+  p = fmadd(p, z, set1(-3.33332819422e-1f));
+  vf small = fmadd(mul(p, z), x, x);
+  vf e = vexp(add(ax, ax));
+  vf big = sub(set1(1.0f), div(set1(2.0f), add(e, set1(1.0f))));
+  big = copy_sign(big, x);
+  return select_lt(ax, set1(0.625f), small, big);
+}
+
+#define TITAN_UNROLL _Pragma("GCC unroll 8")
+
+template <int NR, int NV>
+inline void dots_kernel(float* const* s, const float* const* x, const float* kt, int Dh, int B,
+                        int l0, vf vscale) {
+  vf acc[NR][NV];
+  TITAN_UNROLL for (int r = 0; r < NR; ++r) {
+    TITAN_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = zero();
+  }
+  const float* kp = kt + l0;
+  for (int d = 0; d < Dh; ++d, kp += B) {
+    vf kv[NV];
+    TITAN_UNROLL for (int v = 0; v < NV; ++v) kv[v] = load(kp + v * W);
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) {
+      const vf xb = set1(x[r][d]);
+      TITAN_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = fmadd(xb, kv[v], acc[r][v]);
+    }
+  }
+  TITAN_UNROLL for (int r = 0; r < NR; ++r) {
+    TITAN_UNROLL for (int v = 0; v < NV; ++v) store(s[r] + l0 + v * W, mul(acc[r][v], vscale));
+  }
+}
+
+template <int NR>
+inline void dots_rows(float* const* s, const float* const* x, const float* kt, int Dh, int B,
+                      vf vscale) {
+  int l0 = 0;
+  for (; l0 + 2 * W <= B; l0 += 2 * W) dots_kernel<NR, 2>(s, x, kt, Dh, B, l0, vscale);
+  for (; l0 < B; l0 += W) dots_kernel<NR, 1>(s, x, kt, Dh, B, l0, vscale);
+}
+
+// NR accumulator rows sharing one key range [jlo, jhi]; Dh in chunks of 4 vectors,
+// then single vectors, then one masked tail. Per lane: a = acc*alpha, then an FMA
+// chain over j ascending — the same whichever chunk the lane falls in.
+template <int NR>
+inline void axpy_kernel(float* const* acc, const float* alpha, const float* const* coef, int jlo,
+                        int jhi, const float* const* x, int Dh) {
+  vf va[NR];
+  TITAN_UNROLL for (int r = 0; r < NR; ++r) va[r] = set1(alpha[r]);
+  int d = 0;
+  for (; d + 4 * W <= Dh; d += 4 * W) {
+    vf a[NR][4];
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) {
+      TITAN_UNROLL for (int i = 0; i < 4; ++i) a[r][i] = mul(load(acc[r] + d + i * W), va[r]);
+    }
+    for (int j = jlo; j <= jhi; ++j) {
+      const float* xj = x[j] + d;
+      vf xv[4];
+      TITAN_UNROLL for (int i = 0; i < 4; ++i) xv[i] = load(xj + i * W);
+      TITAN_UNROLL for (int r = 0; r < NR; ++r) {
+        const vf cb = set1(coef[r][j]);
+        TITAN_UNROLL for (int i = 0; i < 4; ++i) a[r][i] = fmadd(cb, xv[i], a[r][i]);
+      }
+    }
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) {
+      TITAN_UNROLL for (int i = 0; i < 4; ++i) store(acc[r] + d + i * W, a[r][i]);
+    }
+  }
+  for (; d + W <= Dh; d += W) {
+    vf a[NR];
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = mul(load(acc[r] + d), va[r]);
+    for (int j = jlo; j <= jhi; ++j) {
+      const vf xv = load(x[j] + d);
+      TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = fmadd(set1(coef[r][j]), xv, a[r]);
+    }
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) store(acc[r] + d, a[r]);
+  }
+  if (d < Dh) {
+    const int n = Dh - d;
+    vf a[NR];
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = mul(load_n(acc[r] + d, n), va[r]);
+    for (int j = jlo; j <= jhi; ++j) {
+      const vf xv = load_n(x[j] + d, n);
+      TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = fmadd(set1(coef[r][j]), xv, a[r]);
+    }
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) store_n(acc[r] + d, a[r], n);
+  }
+}
+
+// One block of the online softmax for one row: s (B lanes, already capped and
+// masked) becomes p = exp(s - m_new); returns alpha = exp(m_old - m_new).
+inline float softmax_block(float* s, int B, float& m, float& l) {
+  vf mx = load(s);
+  for (int v = W; v < B; v += W) mx = max(mx, load(s + v));
+  const float m_new = std::max(m, hmax(mx));
+  const float mu = (m_new == kNegInf) ? 0.0f : m_new;  // all -inf: avoid -inf - -inf
+  const float alpha = exp1(m - mu);
+  const vf vmu = set1(mu);
+  vf sum = vexp(sub(load(s), vmu));
+  store(s, sum);
+  for (int v = W; v < B; v += W) {
+    const vf p = vexp(sub(load(s + v), vmu));
+    store(s + v, p);
+    sum = add(sum, p);
+  }
+  l = l * alpha + hsum(sum);
+  m = m_new;
+  return alpha;
+}
+
+}  // namespace
+
+float exp1(float x) { return lane0(vexp(set1(x))); }
+
+float dot(const float* a, const float* b, int Dh) {
+  vf acc = zero();
+  int d = 0;
+  for (; d + W <= Dh; d += W) acc = fmadd(load(a + d), load(b + d), acc);
+  if (d < Dh) acc = fmadd(load_n(a + d, Dh - d), load_n(b + d, Dh - d), acc);
+  return hsum(acc);
+}
+
+void block_dots(float* const* s, const float* const* x, int R, const float* kt, int Dh, int B,
+                float scale) {
+  const vf vscale = set1(scale);
+  int r = 0;
+  for (; r + 4 <= R; r += 4) dots_rows<4>(s + r, x + r, kt, Dh, B, vscale);
+  switch (R - r) {
+    case 3: dots_rows<3>(s + r, x + r, kt, Dh, B, vscale); break;
+    case 2: dots_rows<2>(s + r, x + r, kt, Dh, B, vscale); break;
+    case 1: dots_rows<1>(s + r, x + r, kt, Dh, B, vscale); break;
+    default: break;
+  }
+}
+
+void cap_mask(float* s, float* th, int jlo, int jhi, const Cfg& c) {
+  const vf vlo = set1(static_cast<float>(jlo)), vhi = set1(static_cast<float>(jhi));
+  const vf ninf = set1(kNegInf);
+  const vf cap = set1(c.softcap), inv_cap = set1(c.inv_softcap);
+  for (int v = 0; v < c.B; v += W) {
+    vf x = load(s + v);
+    if (c.softcap > 0.0f) {
+      const vf t = vtanh(mul(x, inv_cap));
+      if (th) store(th + v, t);
+      x = mul(cap, t);
+    }
+    const vf idx = load(kIota.data() + v);
+    x = select_lt(idx, vlo, ninf, x);
+    x = select_lt(vhi, idx, ninf, x);
+    store(s + v, x);
+  }
+}
+
+void exp_shift(float* p, const float* s, float shift, int B) {
+  const vf vs = set1(shift);
+  for (int v = 0; v < B; v += W) store(p + v, vexp(sub(load(s + v), vs)));
+}
+
+void axpy_rows(float* const* acc, const float* alpha, const float* const* coef, const int* jlo,
+               const int* jhi, int R, const float* const* x, int Dh) {
+  int r = 0;
+  while (r < R) {
+    if (r + 1 < R && jlo[r] == jlo[r + 1] && jhi[r] == jhi[r + 1]) {
+      axpy_kernel<2>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, Dh);
+      r += 2;
+    } else {
+      axpy_kernel<1>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, Dh);
+      r += 1;
+    }
+  }
+}
+
+void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* const* vblk,
+              int64_t v_stride, const Cfg& c) {
+  const int B = c.B, Dh = c.Dh;
+  alignas(64) float S[kMaxRows][kMaxB];
+  alignas(64) float acc[kMaxRows][kMaxDh];
+  float m[kMaxRows], l[kMaxRows];
+  int lo[kMaxRows], bfirst[kMaxRows], blast[kMaxRows];
+  int bmin = 0, bmax = -1;
+  for (int r = 0; r < R; ++r) {
+    const int p = rows[r].pos;
+    lo[r] = first_visible(p, c.window);
+    bfirst[r] = lo[r] / B;
+    blast[r] = p / B;
+    bmin = r == 0 ? bfirst[r] : std::min(bmin, bfirst[r]);
+    bmax = std::max(bmax, blast[r]);
+    // A sink is a virtual first key with logit `sink` and no value: m = sink, l = 1.
+    m[r] = rows[r].sink;
+    l[r] = rows[r].sink == kNegInf ? 0.0f : 1.0f;
+    std::fill(acc[r], acc[r] + Dh, 0.0f);
+  }
+  const float* vrows[kMaxB];
+  for (int b = bmin; b <= bmax; ++b) {
+    const int kb0 = b * B;
+    int act[kMaxRows], na = 0;
+    for (int r = 0; r < R; ++r)
+      if (bfirst[r] <= b && b <= blast[r]) act[na++] = r;
+    if (na == 0) continue;
+    const float* xs[kMaxRows];
+    float* ss[kMaxRows];
+    float* as[kMaxRows];
+    const float* ps[kMaxRows];
+    float alpha[kMaxRows];
+    int jlo[kMaxRows], jhi[kMaxRows];
+    for (int i = 0; i < na; ++i) {
+      xs[i] = rows[act[i]].q;
+      ss[i] = S[act[i]];
+    }
+    block_dots(ss, xs, na, kblk[b], Dh, B, c.scale);
+    int jmax = 0;
+    for (int i = 0; i < na; ++i) {
+      const int r = act[i];
+      jlo[i] = std::max(lo[r], kb0) - kb0;
+      jhi[i] = std::min(rows[r].pos, kb0 + B - 1) - kb0;
+      jmax = std::max(jmax, jhi[i]);
+      cap_mask(S[r], nullptr, jlo[i], jhi[i], c);
+      alpha[i] = softmax_block(S[r], B, m[r], l[r]);
+      as[i] = acc[r];
+      ps[i] = S[r];
+    }
+    for (int j = 0; j <= jmax; ++j) vrows[j] = vblk[b] + j * v_stride;
+    axpy_rows(as, alpha, ps, jlo, jhi, na, vrows, Dh);
+  }
+  for (int r = 0; r < R; ++r) {
+    const vf vl = set1(l[r]);
+    float* o = rows[r].out;
+    int d = 0;
+    for (; d + W <= Dh; d += W) store(o + d, div(load(acc[r] + d), vl));
+    if (d < Dh) store_n(o + d, div(load_n(acc[r] + d, Dh - d), vl), Dh - d);
+    if (rows[r].lse) *rows[r].lse = m[r] + std::log(l[r]);
+  }
+}
+
+void run_balanced(const std::vector<double>& costs, const std::function<void(int64_t)>& fn) {
+  const int64_t n = static_cast<int64_t>(costs.size());
+  double total = 0.0;
+  for (double c : costs) total += c;
+  // Below ~100 us of work (a decode step of a few heads) waking threads costs more
+  // than it saves; running inline does not change any bits.
+  constexpr double kMinParallelCost = 2e5;
+  const int nth = total < kMinParallelCost
+                      ? 1
+                      : static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(n, 1)));
+  if (nth <= 1) {
+    for (int64_t u = 0; u < n; ++u) fn(u);
+    return;
+  }
+  std::vector<int64_t> order(n);
+  for (int64_t u = 0; u < n; ++u) order[u] = u;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return costs[a] > costs[b]; });
+  std::vector<std::vector<int64_t>> mine(nth);
+  std::vector<double> load(nth, 0.0);
+  for (int64_t u : order) {
+    const int t = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    mine[t].push_back(u);
+    load[t] += costs[u];
+  }
+  parallel_for(nth, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      for (int64_t u : mine[t]) fn(u);
+  });
+}
+
+}  // namespace titan::kernels::cpu::TITAN_ISA_NS::attn
