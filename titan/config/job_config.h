@@ -1,0 +1,190 @@
+// JobConfig: the typed configuration of a titan.cpp run, in TorchTitan's sections
+// (DESIGN.md §4). Each section lists its fields once, X(type, name, default, doc);
+// adding a field is adding one line (see titan/config/reflect.h). Recipes
+// (recipes.h) fill a whole JobConfig; TOML files and --section.field=value
+// overrides change single fields (resolve.h).
+//
+// Conventions: counts are steps/tokens/rows as named; 0 in a "0 = ..." field means
+// the stated automatic value (use the effective_* helpers below). Paths that name
+// input data (dataset_path, tokenizer_path) are resolved with resolve_data_path().
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "titan/config/reflect.h"
+
+namespace titan::config {
+
+TITAN_CONFIG_ENUM(ComputeDType, f32, bf16)
+TITAN_CONFIG_ENUM(ActivationCheckpoint, none, full)
+TITAN_CONFIG_ENUM(OptimizerName, adamw, muon)
+TITAN_CONFIG_ENUM(MuonAdjustLr, original, match_rms_adamw)
+TITAN_CONFIG_ENUM(DecayType, cosine, linear, wsd, constant)
+TITAN_CONFIG_ENUM(AsyncMode, disabled, async)
+TITAN_CONFIG_ENUM(RLAlgorithm, grpo, dapo)
+
+// fp32 peak FLOP/s of the 2-core AMD EPYC Zen3 (AVX2+FMA) machine class, the MFU
+// denominator unless metrics.peak_flops is overridden: two threads each running
+// 12 independent 8-lane FMA chains measured 181-183 GFLOP/s together (91-94 per
+// core = 2 FMA pipes × 8 lanes × 2 FLOP × ~2.9 GHz). Method and program:
+// docs/benchmarks.md, section "config: fp32 peak FLOP/s".
+inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
+
+#define TITAN_JOB_FIELDS(X)                                                                              \
+  X(std::string, dump_folder, "", "output directory (checkpoints, metrics.jsonl, config.toml); empty = outputs/<recipe>") \
+  X(std::string, description, "", "one line saying what this run is")
+
+#define TITAN_MODEL_FIELDS(X)                                                                            \
+  X(std::string, name, "llama3", "model family, e.g. llama3 | qwen3 (looked up in the model registry)")  \
+  X(std::string, flavor, "debugmodel", "preset the shape fields below came from; the shape fields are what is built") \
+  X(std::string, hf_config, "", "Hugging Face config.json; when set, the model shape is read from it instead of the fields below") \
+  X(std::string, tokenizer_path, "", "HF tokenizer.json or SentencePiece .model; empty = byte-level tokens (V=256)") \
+  X(std::vector<std::string>, transforms, {}, "model-config transforms applied in order after recipe, TOML and CLI (titan train --list-transforms)") \
+  X(std::vector<std::string>, applied_transforms, {}, "transforms already applied to this config, in order (recorded by resolve_config, not re-run)") \
+  X(ComputeDType, compute_dtype, ComputeDType::f32, "compute dtype of matmul inputs and activations (f32 accumulation; master weights stay f32)") \
+  X(int64_t, vocab_size, 0, "vocabulary size V (embedding and lm_head rows); 0 = the tokenizer's size") \
+  X(int64_t, dim, 256, "model width D")                                                                  \
+  X(int, n_layers, 6, "number of decoder layers")                                                        \
+  X(int, n_heads, 8, "query heads H")                                                                    \
+  X(int, n_kv_heads, 0, "key/value heads Hkv (grouped-query attention); 0 = n_heads")                     \
+  X(int, head_dim, 0, "per-head width Dh; 0 = dim / n_heads")                                            \
+  X(int64_t, ffn_hidden_dim, 768, "SwiGLU hidden width F")                                               \
+  X(double, rope_theta, 10000.0, "RoPE base frequency")                                                  \
+  X(double, norm_eps, 1e-5, "RMSNorm epsilon")                                                           \
+  X(bool, tie_embeddings, false, "lm_head shares the token-embedding matrix")                            \
+  X(bool, qk_norm, false, "RMSNorm on each query and key head before RoPE (Qwen3)")
+
+#define TITAN_TRAINING_FIELDS(X)                                                                         \
+  X(std::string, dataset, "text", "dataset format of dataset_path: text = one UTF-8 file read as a single token stream") \
+  X(std::string, dataset_path, "tinyshakespeare/input.txt", "dataset file; relative paths: current dir, then the shared data dir") \
+  X(int64_t, seq_len, 256, "tokens per training row (context length T)")                                 \
+  X(int64_t, local_batch_size, 8, "rows per microbatch on each data-parallel rank")                      \
+  X(int64_t, global_batch_size, 0, "rows per optimizer step over all ranks (multiple of local × dp; more = grad accumulation); 0 = local × dp") \
+  X(int64_t, steps, 1000, "number of optimizer steps")                                                   \
+  X(double, max_norm, 1.0, "clip the global gradient L2 norm to this value; 0 = no clipping")            \
+  X(int64_t, seed, 42, "seed of parameter init and data order (Philox key)")                             \
+  X(ActivationCheckpoint, activation_checkpoint, ActivationCheckpoint::none, "recompute activations in backward: none | full (per layer)")
+
+#define TITAN_VALIDATION_FIELDS(X)                                                                       \
+  X(bool, enabled, true, "evaluate the loss on the validation split during training")                   \
+  X(int64_t, freq, 250, "evaluate every this many optimizer steps (and after the last)")                \
+  X(int64_t, steps, 20, "batches per evaluation (each local_batch_size × seq_len); 0 = the whole split") \
+  X(double, split_fraction, 0.1, "fraction of the dataset held out for validation, taken from its end")
+
+#define TITAN_OPTIMIZER_FIELDS(X)                                                                        \
+  X(OptimizerName, name, OptimizerName::adamw, "adamw | muon (Muon on 2-D hidden weights, AdamW on the rest)") \
+  X(double, lr, 3e-4, "peak learning rate (after warmup)")                                               \
+  X(double, beta1, 0.9, "AdamW first-moment decay")                                                      \
+  X(double, beta2, 0.95, "AdamW second-moment decay")                                                    \
+  X(double, eps, 1e-8, "AdamW denominator epsilon")                                                      \
+  X(double, weight_decay, 0.1, "decoupled weight decay (AdamW style, multiplied by lr)")                 \
+  X(bool, no_decay_norms, true, "exclude norm weights from weight decay")                               \
+  X(bool, no_decay_biases, true, "exclude biases from weight decay")                                    \
+  X(bool, no_decay_embeddings, false, "exclude token embeddings (and a tied lm_head) from weight decay") \
+  X(double, muon_momentum, 0.95, "Muon momentum coefficient")                                           \
+  X(bool, muon_nesterov, true, "Muon uses Nesterov momentum")                                           \
+  X(int, muon_ns_steps, 5, "Newton–Schulz iterations orthogonalising each Muon update")                 \
+  X(MuonAdjustLr, muon_adjust_lr, MuonAdjustLr::match_rms_adamw, "Muon lr scaling: original (sqrt(max(1, rows/cols))) | match_rms_adamw (0.2 sqrt(max(rows, cols)))")
+
+#define TITAN_LR_SCHEDULER_FIELDS(X)                                                                     \
+  X(int64_t, warmup_steps, 100, "linear warmup from 0 to optimizer.lr over this many steps")             \
+  X(DecayType, decay_type, DecayType::cosine, "after warmup: cosine | linear | wsd (stable, then linear over decay_ratio) | constant") \
+  X(double, decay_ratio, 0.2, "wsd only: fraction of training.steps spent in the final decay")           \
+  X(double, min_lr, 0.0, "learning rate reached at training.steps (absolute, not a factor)")
+
+#define TITAN_CHECKPOINT_FIELDS(X)                                                                       \
+  X(bool, enable, false, "save training-state checkpoints")                                              \
+  X(std::string, folder, "checkpoint", "checkpoint directory, relative to job.dump_folder")               \
+  X(int64_t, interval, 500, "save every this many steps (and after the last)")                           \
+  X(int64_t, keep_latest_k, 3, "keep only the newest k checkpoints; 0 = keep all")                      \
+  X(bool, resume, true, "resume from the newest complete checkpoint in folder if there is one")          \
+  X(AsyncMode, async_mode, AsyncMode::disabled, "disabled | async (write in a background thread after a snapshot)") \
+  X(bool, export_hf, false, "also write the final weights as Hugging Face safetensors")
+
+#define TITAN_METRICS_FIELDS(X)                                                                          \
+  X(int64_t, log_freq, 10, "print a console line every this many steps")                                 \
+  X(bool, jsonl, true, "append one JSON object per step to <dump_folder>/metrics.jsonl")                 \
+  X(double, peak_flops, kMeasuredPeakFlopsF32, "peak FLOP/s of the whole job for MFU (default: measured fp32 peak of the 2-core Zen3 machine)")
+
+#define TITAN_GENERATOR_FIELDS(X)                                                                        \
+  X(int64_t, kv_cache_bytes, int64_t{1} << 30, "bytes reserved for the paged KV cache")                  \
+  X(int64_t, kv_block_size, 16, "tokens per KV-cache block; also the attention KV block of the trainer (parity)") \
+  X(int64_t, max_num_seqs, 64, "most sequences in one engine step")                                      \
+  X(int64_t, max_num_batched_tokens, 2048, "most tokens (prefill + decode) in one engine step")          \
+  X(bool, enable_prefix_caching, true, "reuse KV blocks of identical prompt prefixes")                   \
+  X(double, temperature, 1.0, "sampling temperature; 0 = greedy")                                        \
+  X(double, top_p, 1.0, "nucleus sampling mass; 1 = off")                                                \
+  X(int, top_k, 0, "sample among the k most likely tokens; 0 = off")                                     \
+  X(double, min_p, 0.0, "drop tokens below min_p × the top probability; 0 = off")                        \
+  X(int64_t, max_tokens, 256, "most generated tokens per request")                                       \
+  X(int64_t, seed, 0, "sampling seed (Philox key; each request draws from its own counter stream)")
+
+#define TITAN_RL_FIELDS(X)                                                                               \
+  X(RLAlgorithm, algorithm, RLAlgorithm::grpo, "grpo | dapo (policy-gradient loss and its aggregation)") \
+  X(int64_t, group_size, 8, "completions sampled per prompt (the advantage group)")                      \
+  X(int64_t, rollouts_per_step, 64, "completions per RL step; a multiple of group_size")                 \
+  X(int64_t, max_offpolicy_steps, 0, "how many policy versions a rollout may lag the trainer; 0 = on-policy") \
+  X(double, epsilon_low, 0.2, "PPO clip: ratio lower bound 1 - epsilon_low")                             \
+  X(double, epsilon_high, 0.2, "PPO clip: ratio upper bound 1 + epsilon_high (DAPO clip-higher: 0.28)")  \
+  X(double, kl_coef, 0.0, "weight of the KL penalty to the reference model; 0 = no reference model")     \
+  X(std::string, ref_model, "", "checkpoint of the reference policy for the KL term; empty = the initial policy") \
+  X(bool, dynamic_sampling, false, "DAPO: drop groups whose rewards are all equal and sample more")       \
+  X(int64_t, overlong_buffer_len, 0, "DAPO soft overlong penalty: tokens before max_tokens where it ramps in; 0 = off") \
+  X(double, overlong_penalty_factor, 1.0, "DAPO soft overlong penalty at max_tokens (reward units)")      \
+  X(bool, std_normalize, true, "divide group-relative advantages by the group's reward std")             \
+  X(int64_t, val_freq, 10, "evaluate on the environment's validation set every this many RL steps; 0 = never") \
+  X(std::string, env, "gsm8k", "environment (task and reward) name")                                     \
+  X(int, max_turns, 1, "most assistant turns per rollout")                                               \
+  X(int64_t, max_total_tokens, 2048, "most tokens per rollout over all turns (prompt included)")
+
+#define TITAN_PARALLELISM_FIELDS(X)                                                                      \
+  X(int, data_parallel_degree, 1, "data-parallel ranks; only 1 (one process) is supported on CPU")
+
+struct JobSection { TITAN_CONFIG_BODY(JobSection, TITAN_JOB_FIELDS) };
+struct ModelConfig { TITAN_CONFIG_BODY(ModelConfig, TITAN_MODEL_FIELDS) };
+struct TrainingConfig { TITAN_CONFIG_BODY(TrainingConfig, TITAN_TRAINING_FIELDS) };
+struct ValidationConfig { TITAN_CONFIG_BODY(ValidationConfig, TITAN_VALIDATION_FIELDS) };
+struct OptimizerConfig { TITAN_CONFIG_BODY(OptimizerConfig, TITAN_OPTIMIZER_FIELDS) };
+struct LRSchedulerConfig { TITAN_CONFIG_BODY(LRSchedulerConfig, TITAN_LR_SCHEDULER_FIELDS) };
+struct CheckpointConfig { TITAN_CONFIG_BODY(CheckpointConfig, TITAN_CHECKPOINT_FIELDS) };
+struct MetricsConfig { TITAN_CONFIG_BODY(MetricsConfig, TITAN_METRICS_FIELDS) };
+struct GeneratorConfig { TITAN_CONFIG_BODY(GeneratorConfig, TITAN_GENERATOR_FIELDS) };
+struct RLConfig { TITAN_CONFIG_BODY(RLConfig, TITAN_RL_FIELDS) };
+struct ParallelismConfig { TITAN_CONFIG_BODY(ParallelismConfig, TITAN_PARALLELISM_FIELDS) };
+
+#define TITAN_JOB_SECTIONS(X)                                                                            \
+  X(JobSection, job, {}, "job: where outputs go and what this run is")                                   \
+  X(ModelConfig, model, {}, "model: architecture, tokenizer and compute dtype")                          \
+  X(TrainingConfig, training, {}, "training: data, batch shape, steps, gradient clipping")               \
+  X(ValidationConfig, validation, {}, "validation: held-out loss during training")                       \
+  X(OptimizerConfig, optimizer, {}, "optimizer: AdamW / Muon hyperparameters")                           \
+  X(LRSchedulerConfig, lr_scheduler, {}, "lr_scheduler: warmup and decay of the learning rate")          \
+  X(CheckpointConfig, checkpoint, {}, "checkpoint: saving and resuming training state")                  \
+  X(MetricsConfig, metrics, {}, "metrics: console lines, metrics.jsonl, MFU")                            \
+  X(GeneratorConfig, generator, {}, "generator: inference engine (KV cache, scheduling, sampling)")      \
+  X(RLConfig, rl, {}, "rl: RL post-training (GRPO / DAPO rollouts, advantages, loss)")                   \
+  X(ParallelismConfig, parallelism, {}, "parallelism: how ranks split the work")
+
+struct JobConfig { TITAN_CONFIG_BODY(JobConfig, TITAN_JOB_SECTIONS) };
+
+// Values of the "0 = automatic" fields.
+inline int effective_n_kv_heads(const ModelConfig& m) { return m.n_kv_heads ? m.n_kv_heads : m.n_heads; }
+inline int effective_head_dim(const ModelConfig& m) {
+  return m.head_dim ? m.head_dim : static_cast<int>(m.dim / (m.n_heads ? m.n_heads : 1));
+}
+inline int64_t effective_global_batch_size(const JobConfig& c) {
+  return c.training.global_batch_size ? c.training.global_batch_size
+                                      : c.training.local_batch_size * c.parallelism.data_parallel_degree;
+}
+// Microbatches per optimizer step on each rank (gradient accumulation steps).
+inline int64_t grad_accum_steps(const JobConfig& c) {
+  return effective_global_batch_size(c) / (c.training.local_batch_size * c.parallelism.data_parallel_degree);
+}
+
+// Checks value ranges and cross-field constraints (batch divisibility, head
+// counts, probabilities). Throws titan::Error naming the field(s), the value and
+// what is expected, e.g. "training.global_batch_size=10 must be a multiple of ...".
+void validate(const JobConfig& c);
+
+}  // namespace titan::config

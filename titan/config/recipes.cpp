@@ -1,0 +1,143 @@
+#include "titan/config/recipes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "titan/config/field_text.h"
+#include "titan/core/error.h"
+
+namespace titan::config {
+
+// nanoGPT config/train_shakespeare_char.py with the README's CPU "baby GPT"
+// settings (block_size 64, batch 12, 4 layers, 4 heads, n_embd 128, 2000 iters,
+// lr_decay_iters 2000, dropout 0), as a Llama-style decoder over byte tokens.
+JobConfig shakespeare_char() {
+  JobConfig c;
+  c.job.description = "nanoGPT shakespeare_char baby GPT: 4 layers, 4 heads, dim 128, byte tokens, context 64";
+  c.model.name = "llama3";
+  c.model.flavor = "shakespeare_char";
+  c.model.tokenizer_path = "";  // byte-level
+  c.model.vocab_size = 256;
+  c.model.dim = 128;
+  c.model.n_layers = 4;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 4;
+  c.model.head_dim = 0;
+  c.model.ffn_hidden_dim = 512;  // nanoGPT's 4 × dim (also Llama's SwiGLU rounding of 8/3 × dim to 256)
+  c.model.rope_theta = 10000.0;
+  c.model.norm_eps = 1e-5;
+  c.model.tie_embeddings = true;  // nanoGPT ties wte and lm_head
+  c.model.qk_norm = false;
+  c.training.dataset = "text";
+  c.training.dataset_path = "tinyshakespeare/input.txt";
+  c.training.seq_len = 64;
+  c.training.local_batch_size = 12;
+  c.training.global_batch_size = 0;
+  c.training.steps = 2000;
+  c.training.max_norm = 1.0;
+  c.training.seed = 1337;
+  c.validation.enabled = true;
+  c.validation.split_fraction = 0.1;  // first 90% train, last 10% validation
+  c.validation.freq = 250;
+  c.validation.steps = 20;
+  c.optimizer.name = OptimizerName::adamw;
+  c.optimizer.lr = 1e-3;
+  c.optimizer.beta1 = 0.9;
+  c.optimizer.beta2 = 0.99;
+  c.optimizer.eps = 1e-8;
+  c.optimizer.weight_decay = 0.1;
+  c.lr_scheduler.warmup_steps = 100;
+  c.lr_scheduler.decay_type = DecayType::cosine;
+  c.lr_scheduler.min_lr = 1e-4;
+  c.metrics.log_freq = 10;
+  return c;
+}
+
+JobConfig debugmodel() {
+  JobConfig c = shakespeare_char();
+  c.job.description = "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps";
+  c.model.flavor = "debugmodel";
+  c.model.dim = 64;
+  c.model.n_layers = 2;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 2;
+  c.model.ffn_hidden_dim = 192;
+  c.training.seq_len = 32;
+  c.training.local_batch_size = 4;
+  c.training.steps = 10;
+  c.validation.freq = 5;
+  c.validation.steps = 2;
+  c.lr_scheduler.warmup_steps = 2;
+  c.metrics.log_freq = 1;
+  c.checkpoint.interval = 5;
+  return c;
+}
+
+JobConfig qwen3_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as Qwen3 (q/k RMSNorm, head_dim != dim/heads) with the Qwen3 BPE tokenizer";
+  c.model.name = "qwen3";
+  c.model.tokenizer_path = "qwen3-tokenizer/tokenizer.json";
+  c.model.vocab_size = 0;  // from the tokenizer
+  c.model.head_dim = 32;
+  c.model.qk_norm = true;
+  c.model.norm_eps = 1e-6;
+  c.model.rope_theta = 1e6;
+  c.model.tie_embeddings = true;
+  return c;
+}
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::vector<Recipe> recipes{
+      {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
+      {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},
+      {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
+  };
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<Recipe> list_recipes() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::vector<Recipe> out = r.recipes;
+  std::sort(out.begin(), out.end(), [](const Recipe& a, const Recipe& b) { return a.name < b.name; });
+  return out;
+}
+
+void register_recipe(Recipe recipe) {
+  TITAN_CHECK(!recipe.name.empty() && recipe.make, "register_recipe: recipe needs a name and a function");
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  for (const auto& x : r.recipes)
+    TITAN_CHECK(x.name != recipe.name, "register_recipe: recipe '{}' is already registered", recipe.name);
+  r.recipes.push_back(std::move(recipe));
+}
+
+JobConfig make_recipe(const std::string& name) {
+  std::vector<Recipe> all = list_recipes();
+  for (const auto& r : all) {
+    if (r.name != name) continue;
+    JobConfig c = r.make();
+    if (c.job.dump_folder.empty()) c.job.dump_folder = "outputs/" + name;
+    if (c.job.description.empty()) c.job.description = r.doc;
+    return c;
+  }
+  std::vector<std::string> names;
+  for (const auto& r : all) names.push_back(r.name);
+  std::string near = nearest_key(names, name);
+  fail("unknown recipe '{}' ({}available: {})", name, near.empty() ? "" : fmt::format("did you mean '{}'?; ", near),
+       fmt::join(names, ", "));
+}
+
+}  // namespace titan::config

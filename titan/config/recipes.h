@@ -1,0 +1,44 @@
+// Named recipes: plain functions returning a complete JobConfig (TorchTitan's
+// config_registry functions). A recipe derives from another by calling it and
+// changing fields:
+//
+//   JobConfig debugmodel() {
+//     JobConfig c = shakespeare_char();
+//     c.model.n_layers = 2;
+//     return c;
+//   }
+//
+// Built-in recipes are listed in the table in recipes.cpp (one line each, so that
+// they survive static linking); register_recipe() adds more at run time.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "titan/config/job_config.h"
+
+namespace titan::config {
+
+struct Recipe {
+  std::string name;
+  std::string doc;  // one line; also the recipe's default job.description
+  std::function<JobConfig()> make;
+};
+
+// All recipes, sorted by name.
+std::vector<Recipe> list_recipes();
+
+// Adds a recipe; throws titan::Error if the name is taken or empty.
+void register_recipe(Recipe recipe);
+
+// The config of recipe `name`, with job.dump_folder defaulted to outputs/<name>
+// and job.description to the recipe's doc when the recipe leaves them empty.
+// Throws titan::Error "unknown recipe 'x' (did you mean 'y'?; available: a, b)".
+JobConfig make_recipe(const std::string& name);
+
+// The built-in recipes, callable directly for derivation.
+JobConfig shakespeare_char();   // nanoGPT's baby GPT on Tiny Shakespeare, byte tokens
+JobConfig debugmodel();         // shakespeare_char shrunk to a seconds-long smoke run
+JobConfig qwen3_debugmodel();   // debugmodel as a Qwen3 model with the Qwen3 BPE tokenizer
+
+}  // namespace titan::config
