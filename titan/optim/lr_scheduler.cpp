@@ -59,9 +59,10 @@ double LRScheduler::wsd_multiplier(int64_t k, double m) const {
   // torchtitan linear_warmup_stable_decay (0-based step, hence the +1s).
   if (k < warmup_) return static_cast<double>(k + 1) / static_cast<double>(warmup_);
   const int64_t warmup_stable = warmup_ + stable_;
-  if (k < warmup_stable) return 1.0;
-  const double progress =
-      static_cast<double>(k + 1 - warmup_stable) / static_cast<double>(decay_);
+  if (k < warmup_stable || decay_ == 0) return 1.0;
+  // Past the last training step the floor holds (TorchTitan would extrapolate below it).
+  const double progress = std::min(
+      1.0, static_cast<double>(k + 1 - warmup_stable) / static_cast<double>(decay_));
   double adj = 0.0;
   switch (decay_type_) {
     case Decay::linear: adj = 1 - progress; break;

@@ -11,7 +11,8 @@
 //      k < W+S:    1
 //      else:       p = (k+1 − W − S)/D, base = 1−p | 1−√p | ½(1+cos πp)  (decay_type)
 //                  m + (1−m)·base,  m = min_lr_factor (or min_lr/base_lr if min_lr ≥ 0)
-//    lr = base_lr · multiplier (LambdaLR).
+//    lr = base_lr · multiplier (LambdaLR). Steps past the total hold the last phase's
+//    end value (p is clamped to 1; TorchTitan never evaluates them).
 //  - "linear" / "cosine": "wsd" with decay_type linear / cosine and no stable phase.
 //  - "constant": "wsd" without a decay phase (warmup, then base_lr).
 //  - "warmup_cosine": nanoGPT's get_lr(it) (karpathy/nanoGPT train.py), same formula:
