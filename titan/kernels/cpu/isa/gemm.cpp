@@ -43,6 +43,8 @@ constexpr int MR = 6;        // 12 ymm accumulators + 2 B + 1 broadcast of 16
 constexpr int64_t MC = 6 * 24;
 #endif
 constexpr int64_t KC = 256;  // B micro-panel KC x NR: 16 KiB (AVX2) / 32 KiB (AVX-512)
+constexpr int64_t NC = 2048;  // B block KC x NC: 2 MiB, in L3
+constexpr int64_t kFewRows = 4 * MR;  // up to this many rows: the streaming (decode) path
 
 enum BKind : int { kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3 };
 
@@ -108,22 +110,22 @@ constexpr auto kMicro = make_table(std::make_index_sequence<MR>{});  // kMicro[r
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
-float* alloc_floats(size_t n) {
-  return static_cast<float*>(std::aligned_alloc(64, (sizeof(float) * n + 63) / 64 * 64));
-}
-// Per-thread packing buffers, 64-byte aligned: A block (MC x KC, or for few rows all
-// of K), B micro-panel (KC x NR).
-struct Buffers {
-  std::unique_ptr<float, FreeDeleter> a, b;
-  size_t a_size = 0;
-  Buffers() : b(alloc_floats(KC * NR)) {}
-  float* a_buf(size_t n) {
-    if (n > a_size) {
-      a.reset(alloc_floats(n));
-      a_size = n;
+// A growable 64-byte aligned float buffer (16 floats of slack past the end: the A
+// packer may store a few lanes beyond the last panel).
+struct Buffer {
+  std::unique_ptr<float, FreeDeleter> p;
+  size_t size = 0;
+  float* get(size_t n) {
+    if (n > size) {
+      p.reset(static_cast<float*>(std::aligned_alloc(64, (sizeof(float) * (n + 16) + 63) / 64 * 64)));
+      size = n;
     }
-    return a.get();
+    return p.get();
   }
+};
+// Per-thread packing buffers: A block, B micro-panel, B block.
+struct Buffers {
+  Buffer a, b, bblock;
 };
 Buffers& thread_buffers() {
   thread_local Buffers buf;
@@ -169,28 +171,95 @@ void pack_a(const Problem& p, float* dst, int64_t m0, int64_t mc, int64_t k0, in
     gemm_pack::pack_a_rowmajor<MR>(dst, p.A + m0 * p.lda + k0, p.lda, mc, kc);
 }
 
+// Issues prefetches for the rows x NR tile of C at c (it is loaded next).
+inline void prefetch_c(const float* c, int64_t ldc, int64_t rows) {
+  for (int64_t r = 0; r < rows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + NR - 1), _MM_HINT_T0);
+  }
+}
+
+// Runs the row panels of an (mc x kc) packed A block against one B micro-panel.
+// next_b (optional): the next packed micro-panel (kc x NR), prefetched into L2 a
+// slice per call so that its first use does not wait on L3.
+inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc, const float* bp,
+                       int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c,
+                       const float* next_b = nullptr) {
+  const int64_t lines = kc * NR / 16, calls = (mc + MR - 1) / MR;
+  const int64_t per_call = (lines + calls - 1) / calls;
+  for (int64_t ir = 0, i = 0; ir < mc; ir += MR, ++i) {
+    const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+    float* c = p.C + (m0 + ir) * p.ldc + jr;
+    if (ir + MR < mc) prefetch_c(c + MR * p.ldc, p.ldc, std::min<int64_t>(MR, mc - ir - MR));
+    if (next_b)
+      for (int64_t l = i * per_call; l < std::min(lines, (i + 1) * per_call); ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(next_b + l * 16), _MM_HINT_T1);
+    kMicro[rows - 1](kc, ap + ir * kc, bp, bs, c, p.ldc, nv, load_c);
+  }
+}
+
 // Few rows (decode): A (all of K) is packed once, then every B micro-panel is
-// streamed over K chunk by chunk (16 sequential row streams for NT weights), packed
-// into L1 and consumed at once by the one or two row panels.
+// streamed over K chunk by chunk (NR sequential row streams for NT weights), packed
+// into L1 and consumed at once by the few row panels. Each weight is read once.
 void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   Buffers& buf = thread_buffers();
   const int64_t mc = m1 - m0, panels = (mc + MR - 1) / MR;
-  float* abuf = buf.a_buf(static_cast<size_t>(panels * MR * p.K));
-  float* bbuf = buf.b.get();
-  for (int64_t pc = 0; pc < p.K; pc += KC) {  // layout: [K chunk][row panel][kc][MR]
-    const int64_t kc = std::min(KC, p.K - pc);
-    pack_a(p, abuf + pc * panels * MR, m0, mc, pc, kc);
-  }
+  float* abuf = buf.a.get(static_cast<size_t>(panels * MR * p.K));
+  float* bbuf = buf.b.get(static_cast<size_t>(KC * NR));
+  for (int64_t pc = 0; pc < p.K; pc += KC)  // layout: [K chunk][row panel][kc][MR]
+    pack_a(p, abuf + pc * panels * MR, m0, mc, pc, std::min(KC, p.K - pc));
   for (int64_t jr = n0; jr < n1; jr += NR) {
     const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
       pack_b(p, bbuf, jr, nv, pc, kc);
-      const float* ap = abuf + pc * panels * MR;
-      for (int64_t ir = 0; ir < mc; ir += MR) {
-        const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-        kMicro[rows - 1](kc, ap + ir * kc, bbuf, NR, p.C + (m0 + ir) * p.ldc + jr, p.ldc, nv,
-                         p.accumulate || pc > 0);
+      row_panels(p, abuf + pc * panels * MR, mc, kc, bbuf, NR, m0, jr, nv, p.accumulate || pc > 0);
+    }
+  }
+}
+
+// Few rows with fp32 "NN" B: B rows are already NR-contiguous, so full panels are read
+// in place (no copy); the column tail is packed with zero padding.
+void run_direct_nn(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  Buffers& buf = thread_buffers();
+  const int64_t mc = m1 - m0;
+  float* abuf = buf.a.get(static_cast<size_t>(((mc + MR - 1) / MR) * MR * KC));
+  float* bbuf = buf.b.get(static_cast<size_t>(KC * NR));
+  for (int64_t pc = 0; pc < p.K; pc += KC) {
+    const int64_t kc = std::min(KC, p.K - pc);
+    pack_a(p, abuf, m0, mc, pc, kc);
+    for (int64_t jr = n0; jr < n1; jr += NR) {
+      const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
+      if (nv == NR) {
+        row_panels(p, abuf, mc, kc, static_cast<const float*>(p.B) + pc * p.ldb + jr, p.ldb, m0, jr,
+                   nv, p.accumulate || pc > 0);
+      } else {
+        pack_b(p, bbuf, jr, nv, pc, kc);
+        row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, p.accumulate || pc > 0);
+      }
+    }
+  }
+}
+
+// Many rows: BLIS loop order. A B block (KC x NC) is packed once per (jc, pc) and
+// shared by all MC row blocks; its micro-panels stay in L1 across the row panels.
+void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  Buffers& buf = thread_buffers();
+  float* abuf = buf.a.get(static_cast<size_t>(MC * KC));
+  float* bblk = buf.bblock.get(static_cast<size_t>(KC * NC));
+  for (int64_t jc = n0; jc < n1; jc += NC) {
+    const int64_t nc = std::min(NC, n1 - jc);
+    for (int64_t pc = 0; pc < p.K; pc += KC) {
+      const int64_t kc = std::min(KC, p.K - pc);
+      for (int64_t jr = 0; jr < nc; jr += NR)
+        pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc, kc);
+      for (int64_t ic = m0; ic < m1; ic += MC) {
+        const int64_t mc = std::min(MC, m1 - ic);
+        pack_a(p, abuf, ic, mc, pc, kc);
+        for (int64_t jr = 0; jr < nc; jr += NR)
+          row_panels(p, abuf, mc, kc, bblk + jr * kc, NR, ic, jc + jr,
+                     static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
+                     jr + NR < nc ? bblk + (jr + NR) * kc : nullptr);
       }
     }
   }
@@ -198,37 +267,9 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
 
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (m1 - m0 <= 2 * MR && p.b_kind != kNnF32) return run_few_rows(p, m0, m1, n0, n1);
-  Buffers& buf = thread_buffers();
-  float* abuf = buf.a_buf(static_cast<size_t>(MC * KC));
-  float* bbuf = buf.b.get();
-  for (int64_t ic = m0; ic < m1; ic += MC) {
-    const int64_t mc = std::min(MC, m1 - ic);
-    // Few row panels: an fp32 "NN" B panel is read in place (each element is used by
-    // at most two microkernel calls, so a packed copy would not pay for itself).
-    const bool direct_nn = p.b_kind == kNnF32 && mc <= 2 * MR;
-    for (int64_t pc = 0; pc < p.K; pc += KC) {
-      const int64_t kc = std::min(KC, p.K - pc);
-      pack_a(p, abuf, ic, mc, pc, kc);
-      const bool load_c = p.accumulate || pc > 0;
-      for (int64_t jr = n0; jr < n1; jr += NR) {
-        const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
-        const float* bp = bbuf;
-        int64_t bs = NR;
-        if (direct_nn && nv == NR) {
-          bp = static_cast<const float*>(p.B) + pc * p.ldb + jr;
-          bs = p.ldb;
-        } else {
-          pack_b(p, bbuf, jr, nv, pc, kc);
-        }
-        for (int64_t ir = 0; ir < mc; ir += MR) {
-          const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-          kMicro[rows - 1](kc, abuf + ir * kc, bp, bs, p.C + (ic + ir) * p.ldc + jr, p.ldc, nv,
-                           load_c);
-        }
-      }
-    }
-  }
+  if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_direct_nn(p, m0, m1, n0, n1);
+  if (p.b_kind != kNnF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
+  run_blocked(p, m0, m1, n0, n1);
 }
 
 }  // namespace

@@ -60,16 +60,28 @@ inline void transpose8(__m256 r[8]) {
 }
 
 // ---- A: MR-row panels of an (mc, kc) block, dst[(i / MR) * kc * MR + k * MR + r].
-// Row-major A (M, K): element (m, k) at A[m * lda + k].
+// Row-major A (M, K): element (m, k) at A[m * lda + k]. Groups of 8 rows x 8 k are
+// transposed in registers; a group's 8-lane stores for k may spill past the panel's
+// MR rows into k + 1's slots, which the next store overwrites (the buffer has 16
+// floats of slack after the last panel).
 template <int MR>
 void pack_a_rowmajor(float* __restrict dst, const float* __restrict A, int64_t lda, int64_t mc,
                      int64_t kc) {
+  constexpr int G = (MR + 7) / 8;  // row groups of 8
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     const int rows = static_cast<int>(mc - i0 < MR ? mc - i0 : MR);
-    for (int r = 0; r < rows; ++r) {
-      const float* src = A + (i0 + r) * lda;
-      float* d = dst + r;
-      for (int64_t k = 0; k < kc; ++k) d[k * MR] = src[k];
+    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
+      const int kn = static_cast<int>(kc - k0 < 8 ? kc - k0 : 8);
+      __m256 r[G][8];
+      for (int g = 0; g < G; ++g) {
+        for (int i = 0; i < 8; ++i) {
+          const int row = g * 8 + i;
+          r[g][i] = row < rows ? load8_n(A + (i0 + row) * lda + k0, kn) : _mm256_setzero_ps();
+        }
+        transpose8(r[g]);
+      }
+      for (int i = 0; i < kn; ++i)
+        for (int g = 0; g < G; ++g) _mm256_storeu_ps(dst + (k0 + i) * MR + g * 8, r[g][i]);
     }
     dst += kc * MR;
   }
