@@ -99,38 +99,66 @@ void pack_a_trans(float* __restrict dst, const float* __restrict A, int64_t lda,
 }
 
 // ---- B panels (kc, NR): columns [0, nv) of the panel are real, the rest zeros.
+template <typename T>
+inline __m256 load8_t(const T* p) {
+  if constexpr (sizeof(T) == 4)
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  else
+    return load8_bf16(reinterpret_cast<const uint16_t*>(p));
+}
+template <typename T>
+inline __m256 load8_t_n(const T* p, int n) {
+  if constexpr (sizeof(T) == 4)
+    return load8_n(reinterpret_cast<const float*>(p), n);
+  else
+    return load8_bf16_n(reinterpret_cast<const uint16_t*>(p), n);
+}
+
+// 8 rows of B "NT" starting at src (row stride ldb), k in [k0, k0 + kn), the first
+// `valid` rows real: transposed into dst[k * NR + 0..7].
+template <int NR, typename T>
+inline void pack_nt_block8(float* __restrict dst, const T* __restrict src, int64_t ldb, int valid,
+                           int64_t k0, int kn) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = i < valid ? load8_t_n(src + i * ldb + k0, kn) : _mm256_setzero_ps();
+  transpose8(r);
+  for (int i = 0; i < kn; ++i) _mm256_storeu_ps(dst + (k0 + i) * NR, r[i]);
+}
+
 // B "NT" (N, K), element (k, n) at B[n * ldb + k]: rows of B become columns of the panel.
+// The common case (8 real rows, 8 whole k) is straight-line code kept in registers.
 template <int NR, typename T>
 void pack_b_nt(float* __restrict dst, const T* __restrict B, int64_t ldb, int nv, int64_t kc) {
   static_assert(NR % 8 == 0);
   for (int g = 0; g < NR / 8; ++g) {
-    const T* rows[8];
-    int valid = 0;
-    for (int i = 0; i < 8; ++i) {
-      const int n = g * 8 + i;
-      rows[i] = n < nv ? B + n * ldb : nullptr;
-      valid += n < nv;
-    }
+    const T* src = B + g * 8 * ldb;
     float* d = dst + g * 8;
+    const int valid = nv - g * 8 < 0 ? 0 : (nv - g * 8 > 8 ? 8 : nv - g * 8);
     if (valid == 0) {
       for (int64_t k = 0; k < kc; ++k) _mm256_storeu_ps(d + k * NR, _mm256_setzero_ps());
       continue;
     }
-    for (int64_t k0 = 0; k0 < kc; k0 += 8) {
-      const int kn = static_cast<int>(kc - k0 < 8 ? kc - k0 : 8);
-      __m256 r[8];
-      for (int i = 0; i < 8; ++i) {
-        if (!rows[i]) {
-          r[i] = _mm256_setzero_ps();
-        } else if constexpr (sizeof(T) == 4) {
-          r[i] = load8_n(reinterpret_cast<const float*>(rows[i]) + k0, kn);
-        } else {
-          r[i] = load8_bf16_n(reinterpret_cast<const uint16_t*>(rows[i]) + k0, kn);
-        }
+    int64_t k0 = 0;
+    if (valid == 8) {
+      const T *s0 = src, *s1 = src + ldb, *s2 = src + 2 * ldb, *s3 = src + 3 * ldb;
+      const T *s4 = src + 4 * ldb, *s5 = src + 5 * ldb, *s6 = src + 6 * ldb, *s7 = src + 7 * ldb;
+      for (; k0 + 8 <= kc; k0 += 8) {
+        __m256 r[8] = {load8_t(s0 + k0), load8_t(s1 + k0), load8_t(s2 + k0), load8_t(s3 + k0),
+                       load8_t(s4 + k0), load8_t(s5 + k0), load8_t(s6 + k0), load8_t(s7 + k0)};
+        transpose8(r);
+        float* o = d + k0 * NR;
+        _mm256_storeu_ps(o + 0 * NR, r[0]);
+        _mm256_storeu_ps(o + 1 * NR, r[1]);
+        _mm256_storeu_ps(o + 2 * NR, r[2]);
+        _mm256_storeu_ps(o + 3 * NR, r[3]);
+        _mm256_storeu_ps(o + 4 * NR, r[4]);
+        _mm256_storeu_ps(o + 5 * NR, r[5]);
+        _mm256_storeu_ps(o + 6 * NR, r[6]);
+        _mm256_storeu_ps(o + 7 * NR, r[7]);
       }
-      transpose8(r);
-      for (int i = 0; i < kn; ++i) _mm256_storeu_ps(d + (k0 + i) * NR, r[i]);
     }
+    for (; k0 < kc; k0 += 8)
+      pack_nt_block8<NR>(d, src, ldb, valid, k0, static_cast<int>(kc - k0 < 8 ? kc - k0 : 8));
   }
 }
 
