@@ -1,0 +1,146 @@
+// cross_entropy / linear_cross_entropy / logprobs vs PyTorch (float64), fused vs
+// composed twins, logprob bit-equality, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tests/util/torch_ref.h"
+#include "titan/ops/loss.h"
+#include "titan/ops/matmul.h"
+
+namespace titan {
+namespace {
+
+using test::check_ops;
+using test::OpCheck;
+using test::randint;
+using test::randn;
+
+const char* red_name(Reduction r) {
+  return r == Reduction::none ? "none" : r == Reduction::sum ? "sum" : "mean";
+}
+
+// Targets with some rows set to ignore_index.
+Tensor targets_with_ignored(int64_t T, int64_t V, uint64_t seed, DType dt) {
+  auto v = randint({T}, V, seed).to_vector<int64_t>();
+  for (int64_t t = 0; t < T; t += 3) v[t] = -100;
+  return Tensor::from_vector(v, {T}, dt);
+}
+
+TEST(Loss, MatchesTorch) {
+  std::vector<OpCheck> cs;
+  uint64_t seed = 1100;
+  struct TV { int64_t T, D, V; };
+  for (TV s : {TV{1, 8, 5}, TV{7, 16, 33}, TV{13, 24, 4099}}) {
+    for (Reduction red : {Reduction::mean, Reduction::sum, Reduction::none}) {
+      for (double z : {0.0, 1e-2}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          // 0: cross_entropy, 1: composed::cross_entropy, 2: linear_cross_entropy,
+          // 3: composed::linear_cross_entropy
+          if (s.T == 1 && variant < 2) continue;
+          OpCheck c;
+          c.ref.op = "cross_entropy";
+          c.ref.label = fmt::format("ce T{} V{} {} z={} variant {}", s.T, s.V, red_name(red), z, variant);
+          c.ref.attrs = {{"ignore_index", -100}, {"z_loss", z}, {"reduction", red_name(red)}};
+          Tensor y = s.T == 1 ? randint({1}, s.V, seed++) : targets_with_ignored(s.T, s.V, seed++,
+                                                                                 variant % 2 ? DType::i64 : DType::i32);
+          if (variant < 2) {
+            c.ref.inputs = {{"logits", randn({s.T, s.V}, seed++, 3.0)}, {"targets", y}};
+            c.ref.grad_of = {"logits"};
+          } else {
+            c.ref.inputs = {{"hidden", randn({s.T, s.D}, seed++)},
+                            {"weight", randn({s.V, s.D}, seed++, 0.5)},
+                            {"targets", y}};
+            c.ref.grad_of = {"hidden", "weight"};
+          }
+          c.fn = [variant, z, red](auto& in) {
+            Tensor out;
+            switch (variant) {
+              case 0: out = cross_entropy(in[0], in[1], -100, z, red); break;
+              case 1: out = composed::cross_entropy(in[0], in[1], -100, z, red); break;
+              case 2: out = linear_cross_entropy(in[0], in[1], in[2], -100, z, red); break;
+              default: out = composed::linear_cross_entropy(in[0], in[1], in[2], -100, z, red);
+            }
+            return std::vector<Tensor>{out};
+          };
+          c.tol = {1e-5, 1e-5};
+          c.grad_tol = {1e-5, 1e-5};
+          cs.push_back(c);
+        }
+      }
+    }
+    for (double temp : {1.0, 0.7}) {
+      for (bool fused : {true, false}) {
+        OpCheck c;
+        c.ref.op = "logprobs";
+        c.ref.label = fmt::format("logprobs T{} V{} temp {} fused={}", s.T, s.V, temp, fused);
+        c.ref.attrs = {{"temperature", temp}};
+        c.ref.inputs = {{"hidden", randn({s.T, s.D}, seed++)},
+                        {"weight", randn({s.V, s.D}, seed++, 0.5)},
+                        {"targets", randint({s.T}, s.V, seed++)}};
+        c.ref.grad_of = {"hidden", "weight"};
+        c.fn = [temp, fused](auto& in) {
+          return std::vector<Tensor>{fused ? logprobs(in[0], in[1], in[2], temp)
+                                           : composed::logprobs(in[0], in[1], in[2], temp)};
+        };
+        c.tol = {1e-5, 1e-5};
+        c.grad_tol = {1e-5, 1e-5};
+        cs.push_back(c);
+      }
+    }
+  }
+  check_ops(cs);
+}
+
+TEST(Loss, LogprobsFusedEqualsComposedBitwiseAndRowsAreBatchInvariant) {
+  // V spans two vocabulary chunks; temperature scaling on both sides.
+  const int64_t T = 9, D = 32, V = 5000;
+  Tensor h = randn({T, D}, 1), w = randn({V, D}, 2, 0.2);
+  Tensor y = randint({T}, V, 3);
+  auto a = logprobs(h, w, y, 0.8).to_vector<float>();
+  auto b = composed::logprobs(h, w, y, 0.8).to_vector<float>();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), T * 4), 0);
+  // Row 4 alone gives the same bits as inside the batch.
+  auto r = logprobs(h.narrow(0, 4, 1), w, y.narrow(0, 4, 1), 0.8).to_vector<float>();
+  EXPECT_EQ(std::memcmp(&r[0], &a[4], 4), 0);
+}
+
+TEST(Loss, AllIgnoredMeanIsNaNAndSumIsZero) {
+  Tensor logits = randn({3, 5}, 4).requires_grad_();
+  Tensor y = Tensor::from_vector<int64_t>({-100, -100, -100}, {3});
+  EXPECT_TRUE(std::isnan(cross_entropy(logits, y).item<float>()));
+  Tensor s = cross_entropy(logits, y, -100, 0.0, Reduction::sum);
+  EXPECT_EQ(s.item<float>(), 0.0f);
+  s.backward();
+  for (float g : logits.grad().to_vector<float>()) EXPECT_EQ(g, 0.0f);
+}
+
+TEST(Loss, Errors) {
+  Tensor logits = Tensor::zeros({2, 4});
+  try {
+    cross_entropy(logits, Tensor::from_vector<int64_t>({1, 4}, {2}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cross_entropy: targets[1] = 4 is out of range for V = 4"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    linear_cross_entropy(Tensor::zeros({2, 3}), Tensor::zeros({5, 4}), Tensor::zeros({2}, DType::i64));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_cross_entropy: hidden is [2, 3] but weight is [5, 4]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(cross_entropy(logits, Tensor::zeros({3}, DType::i64)), Error);
+  EXPECT_THROW(cross_entropy(logits, Tensor::zeros({2})), Error);  // f32 targets
+  EXPECT_THROW(logprobs(Tensor::zeros({2, 3}), Tensor::zeros({5, 3}), Tensor::zeros({2}, DType::i64), 0.0),
+               Error);
+  EXPECT_THROW(logprobs(Tensor::zeros({1, 3}), Tensor::zeros({5, 3}), Tensor::full({1}, -100, DType::i64)),
+               Error);
+}
+
+}  // namespace
+}  // namespace titan

@@ -1,0 +1,53 @@
+// Losses and THE log-probability function (DESIGN.md §1.2), differentiable, fp32.
+// All of them run the vocabulary log-sum-exp algorithm of titan/kernels/cpu/softmax.h
+// (kVocabChunk chunks merged online in ascending order, THE vexp), so the trainer's
+// losses/logprobs and the generator's logprobs have the same bits for the same rows.
+//
+// Per row t with scaled logits z = logits[t] / temperature and target y = targets[t]:
+//   loss[t] = −log_softmax(z)[y] + z_loss · logsumexp(z)²   (PaLM z-loss; 0 if y == ignore_index)
+// Reduction over rows: none (T), sum, or mean = sum / (number of non-ignored rows)
+// (NaN when every row is ignored, as torch). Row sums use the fixed order of reduce.h.
+//
+// Errors (titan::Error naming op and argument): logits/hidden/weight not f32 (weight
+// may be bf16: widened to an f32 copy), wrong ranks or sizes, targets not i32/i64 of
+// shape (T), a target outside [0, V) that is not ignore_index, z_loss < 0, temperature
+// not finite and > 0.
+#pragma once
+#include <cstdint>
+
+#include "titan/core/tensor.h"
+
+namespace titan {
+
+enum class Reduction { none, mean, sum };
+
+// logits (T, V), targets (T). Gradient to logits.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double z_loss = 0.0, Reduction reduction = Reduction::mean);
+
+// cross_entropy(linear(hidden, weight), ...) fused and chunked over the vocabulary
+// (kernels/cpu/loss.h): the (T, V) logits are never materialised, in forward or
+// backward. hidden (T, D), weight (V, D). Gradients to hidden and weight.
+Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                            int64_t ignore_index = -100, double z_loss = 0.0,
+                            Reduction reduction = Reduction::mean);
+
+// THE logprob function: out (T) = log_softmax(hidden · weightᵀ / temperature)[t, targets[t]],
+// fused and chunked like linear_cross_entropy; targets in [0, V). Used by the generator
+// (no grad) and the RL trainer (gradients to hidden and weight). Same bits as
+// composed::logprobs.
+Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                double temperature = 1.0);
+
+namespace composed {
+// The same losses from log_softmax / logsumexp / gather / linear (materialised logits).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double z_loss = 0.0, Reduction reduction = Reduction::mean);
+Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                            int64_t ignore_index = -100, double z_loss = 0.0,
+                            Reduction reduction = Reduction::mean);
+Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                double temperature = 1.0);
+}  // namespace composed
+
+}  // namespace titan
