@@ -166,6 +166,100 @@ def _layer_norm(i, a):
     return [F.layer_norm(i["x"], (D,), i.get("w"), i.get("b"), a["eps"])]
 
 
+# ---- rope (cos/sin cache given as inputs; rope_cache checks the cache itself)
+@op("rope_cache")
+def _rope_cache(i, a):
+    P, R, theta = a["P"], a["R"], a["theta"]
+    inv = 1.0 / (theta ** (torch.arange(0, R, 2, dtype=torch.float64) / R))
+    ang = torch.arange(P, dtype=torch.float64)[:, None] * inv[None, :]
+    return [torch.cos(ang), torch.sin(ang)]
+
+
+def _rotate(x, pos, cos, sin, interleaved):
+    h = cos.shape[1]
+    R = 2 * h
+    c, s = cos[pos][:, None, :], sin[pos][:, None, :]
+    if interleaved:
+        x1, x2 = x[..., 0:R:2], x[..., 1:R:2]
+    else:
+        x1, x2 = x[..., :h], x[..., h:R]
+    o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+    rot = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+    return torch.cat([rot, x[..., R:]], -1)
+
+
+@op("rope")
+def _rope(i, a):
+    outs = [_rotate(i["x"], i["pos"], i["cos"], i["sin"], a["interleaved"])]
+    if "k" in i:
+        outs.append(_rotate(i["k"], i["pos"], i["cos"], i["sin"], a["interleaved"]))
+    return outs
+
+
+# ---- losses
+def _ce_rows(logits, y, ignore_index, z_loss):
+    lse = torch.logsumexp(logits, -1)
+    keep = y != ignore_index
+    ys = torch.where(keep, y, torch.zeros_like(y))
+    rows = lse - logits.gather(1, ys[:, None])[:, 0] + z_loss * lse * lse
+    return torch.where(keep, rows, torch.zeros_like(rows)), keep
+
+
+def _reduce(rows, keep, reduction):
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / keep.sum()
+
+
+@op("cross_entropy")
+def _cross_entropy(i, a):
+    logits = i["logits"] if "logits" in i else i["hidden"] @ i["weight"].t()
+    rows, keep = _ce_rows(logits, i["targets"], a["ignore_index"], a["z_loss"])
+    return [_reduce(rows, keep, a["reduction"])]
+
+
+@op("logprobs")
+def _logprobs(i, a):
+    z = (i["hidden"] @ i["weight"].t()) / a["temperature"]
+    return [torch.log_softmax(z, -1).gather(1, i["targets"][:, None])[:, 0]]
+
+
+# ---- attention (packed varlen, causal, GQA, window, softcap, sinks)
+@op("attention")
+def _attention(i, a):
+    q, k, v, cu = i["q"], i["k"], i["v"], i["cu"].tolist()
+    T, H, Dh = q.shape
+    Hkv = k.shape[1]
+    scale = a["scale"] or 1.0 / math.sqrt(Dh)
+    outs = []
+    for s in range(len(cu) - 1):
+        b, e = cu[s], cu[s + 1]
+        L = e - b
+        if L == 0:
+            continue
+        qs = q[b:e].transpose(0, 1)
+        ks = k[b:e].repeat_interleave(H // Hkv, dim=1).transpose(0, 1)
+        vs = v[b:e].repeat_interleave(H // Hkv, dim=1).transpose(0, 1)
+        sc = scale * qs @ ks.transpose(1, 2)
+        if a["softcap"]:
+            sc = a["softcap"] * torch.tanh(sc / a["softcap"])
+        ii = torch.arange(L)[:, None]
+        jj = torch.arange(L)[None, :]
+        vis = jj <= ii
+        if a["window"]:
+            vis = vis & (ii - jj < a["window"])
+        sc = sc.masked_fill(~vis, float("-inf"))
+        if "sinks" in i:
+            sk = i["sinks"][:, None, None].expand(H, L, 1)
+            p = torch.softmax(torch.cat([sc, sk], -1), -1)[..., :L]
+        else:
+            p = torch.softmax(sc, -1)
+        outs.append((p @ vs).transpose(0, 1))
+    return [torch.cat(outs, 0)]
+
+
 # ---- composite graph used by the determinism test
 @op("mlp_block")
 def _mlp_block(i, a):
