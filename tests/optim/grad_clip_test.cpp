@@ -91,7 +91,9 @@ TEST(GradClip, MatchesTorchClipGradNorm) {
           dir.read_f32("out_g_" + std::to_string(c) + "_" + std::to_string(i) + ".f32", ours.size());
       for (size_t k = 0; k < ours.size(); ++k)
         ASSERT_LE(ulp_distance(ours[k], ref[k]), 2) << "param " << i << " element " << k;
-      if (c == 1) EXPECT_TRUE(bitwise_equal(ours, s.grads[i])) << "unclipped grads changed";
+      if (c == 1) {
+        EXPECT_TRUE(bitwise_equal(ours, s.grads[i])) << "unclipped grads changed";
+      }
     }
   }
 }
