@@ -58,9 +58,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& s
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     TITAN_CHECK(r.requires_grad(),
-                "backward: root {} (shape {}) does not require grad and has no grad_fn; was it "
-                "produced by a non-differentiable op or under NoGradGuard?",
-                i, shape_str(r.shape()));
+                "backward: root {} (shape {}, dtype {}) does not require grad and has no grad_fn; "
+                "was it produced by a non-differentiable op (e.g. integer indices of argmax/topk) "
+                "or under NoGradGuard?",
+                i, shape_str(r.shape()), dtype_name(r.dtype()));
     Tensor g = seeds[i];
     TITAN_CHECK(g.shape() == r.shape(), "backward: gradient {} has shape {}, expected {}", i,
                 shape_str(g.shape()), shape_str(r.shape()));
