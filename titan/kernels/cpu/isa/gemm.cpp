@@ -11,13 +11,19 @@
 // computed lane is the same chain); column tails (N % NR) compute on zero-padded B
 // columns and mask the C loads/stores. Threads split M and N blocks only.
 //
-// Blocking (Goto/BLIS loop order, "Anatomy of High-Performance Matrix Multiplication",
-// Goto & van de Geijn 2008), per task (a range of rows x a range of columns):
-//   for ic (MC rows): for pc (KC of K): pack A block (MC x KC, stays in L2)
-//     for jr (NR columns): pack B micro-panel (KC x NR, stays in L1)
-//       for ir (MR rows): microkernel MR x NR, C tile in registers.
-// B is packed panel by panel right before use, so for decode-sized M the weights are
-// streamed once from memory into L1 and consumed at once (no large packed copy).
+// Blocking (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication",
+// ACM TOMS 2008; BLIS loop order). Each task owns a range of rows x a range of columns:
+//  - many rows (run_blocked):
+//      for jc (NC cols): for pc (KC of K): pack B block (KC x NC, L3)
+//        for ic (MC rows): pack A block (MC x KC, L2)
+//          for jr (NR cols): for ir (MR rows): microkernel, C tile in registers
+//  - few rows, decode (run_few_rows): A packed once for all K; for every NR-wide
+//    weight panel, for pc: pack the KC x NR micro-panel into L1 and run the few
+//    row panels on it at once, so each weight is streamed from memory exactly once
+//    with no large packed copy;
+//  - few rows with fp32 "NN" B (run_direct_nn): full B panels are read in place.
+// Which path runs depends on the task's row count, but all three call the same
+// microkernel, so the bits do not (tests compare every path to the scalar chain).
 #include <algorithm>
 #include <array>
 #include <cstdlib>
