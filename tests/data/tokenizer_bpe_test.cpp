@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "tests/data/tokenizer_test_util.h"
 #include "titan/core/error.h"
@@ -104,6 +105,19 @@ TEST(Qwen3Bpe, RoundTripRandomUtf8) {
     // Input that is not NFC comes back in NFC; special-token text stays text.
     ASSERT_EQ(qwen3().decode(qwen3().encode(raw, /*parse_special=*/false)), text);
   }
+}
+
+// encode is const and shares the pre-token cache: threads get the serial ids.
+TEST(Qwen3Bpe, ConcurrentEncodeMatchesSerial) {
+  const auto rows = read_jsonl(test_data("qwen3_reference.jsonl"));
+  std::vector<std::vector<int32_t>> got(rows.size());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < rows.size(); i += 4) got[i] = qwen3().encode(rows[i]["text"].get<std::string>());
+    });
+  for (auto& th : threads) th.join();
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(got[i], ids_of(rows[i]["ids"])) << i;
 }
 
 TEST(Qwen3Bpe, VocabularyAndSpecialTokens) {

@@ -228,7 +228,7 @@ void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const
   }
   id_bytes_.assign(max_id + 1, std::string());
   id_kind_.assign(max_id + 1, 0);
-  bytes_to_id_.reserve(tj.vocab.size());
+  vocab_index_.reserve(tj.vocab.size());
   std::string bytes;
   for (const auto& [token, id] : tj.vocab) {
     TITAN_CHECK(byte_level_to_bytes(token, bytes),
@@ -237,20 +237,17 @@ void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const
     TITAN_CHECK(id_kind_[id] == 0, "{}: field 'model.vocab' has id {} twice", path, id);
     id_bytes_[id] = bytes;
     id_kind_[id] = 1;
-    bytes_to_id_.emplace(bytes, static_cast<int32_t>(id));
+    // A spelling given twice (duplicate JSON keys) maps to its first id.
+    if (find_bytes(bytes) < 0) vocab_index_.insert(hash_bytes(bytes), static_cast<int32_t>(id));
   }
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);
-    auto it = bytes_to_id_.find(std::string_view(&c, 1));
-    byte_id_[b] = it == bytes_to_id_.end() ? -1 : it->second;
+    byte_id_[b] = find_bytes(std::string_view(&c, 1));
   }
   if (auto it = model.find("unk_token"); it != model.end() && !it->is_null()) {
     TITAN_CHECK(it->is_string(), "{}: field 'model.unk_token' must be a string or null", path);
     std::string unk;
-    if (byte_level_to_bytes(it->get<std::string>(), unk)) {
-      auto u = bytes_to_id_.find(unk);
-      if (u != bytes_to_id_.end()) unk_id_ = u->second;
-    }
+    if (byte_level_to_bytes(it->get<std::string>(), unk)) unk_id_ = find_bytes(unk);
   }
   for (int b = 0; b < 256; ++b)
     TITAN_CHECK(byte_id_[b] >= 0 || unk_id_ >= 0,
@@ -266,17 +263,17 @@ void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const
       TITAN_CHECK(byte_level_to_bytes(spelling, raw),
                   "{}: field 'model.merges[{}]' token {} has a character outside the byte-level alphabet",
                   path, r, json(spelling).dump());
-      auto it = bytes_to_id_.find(raw);
-      TITAN_CHECK(it != bytes_to_id_.end(), "{}: field 'model.merges[{}]' token {} is not in model.vocab",
-                  path, r, json(spelling).dump());
-      return it->second;
+      const int32_t id = find_bytes(raw);
+      TITAN_CHECK(id >= 0, "{}: field 'model.merges[{}]' token {} is not in model.vocab", path, r,
+                  json(spelling).dump());
+      return id;
     };
     const int32_t ia = lookup(a, ba), ib = lookup(b, bb);
     ba += bb;
-    auto it = bytes_to_id_.find(ba);
-    TITAN_CHECK(it != bytes_to_id_.end(), "{}: field 'model.merges[{}]' result {} is not in model.vocab",
-                path, r, json(a + b).dump());
-    merges_.add(ia, ib, static_cast<uint32_t>(r), it->second);
+    const int32_t merged = find_bytes(ba);
+    TITAN_CHECK(merged >= 0, "{}: field 'model.merges[{}]' result {} is not in model.vocab", path, r,
+                json(a + b).dump());
+    merges_.add(ia, ib, static_cast<uint32_t>(r), merged);
   }
 }
 
@@ -381,8 +378,7 @@ int32_t BpeTokenizer::token_to_id(std::string_view token) const {
     if (a.content == token) return a.id;
   std::string bytes;
   if (!byte_level_to_bytes(token, bytes)) return -1;
-  auto it = bytes_to_id_.find(bytes);
-  return it == bytes_to_id_.end() ? -1 : it->second;
+  return find_bytes(bytes);
 }
 
 std::string BpeTokenizer::id_to_token(int32_t id) const {
@@ -481,18 +477,24 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
     return;
   }
   if (ignore_merges_) {
-    auto it = bytes_to_id_.find(piece);
-    if (it != bytes_to_id_.end()) {
-      out.push_back(it->second);
+    const int32_t id = find_bytes(piece);
+    if (id >= 0) {
+      out.push_back(id);
       return;
     }
   }
   const bool cacheable = piece.size() <= kCacheMaxPieceBytes;
+  const uint32_t h = cacheable ? hash_bytes(piece) : 0;
+  const auto key_of = [this](int32_t i) {
+    const Cache::Entry& e = cache_.entries[i];
+    return std::string_view(cache_.keys.data() + e.key_off, e.key_len);
+  };
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(piece);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
+    const int32_t i = cache_.index.find(piece, h, key_of);
+    if (i >= 0) {
+      const Cache::Entry& e = cache_.entries[i];
+      out.insert(out.end(), cache_.ids.begin() + e.ids_off, cache_.ids.begin() + e.ids_off + e.ids_len);
       return;
     }
   }
@@ -503,7 +505,13 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   out.insert(out.end(), syms.begin(), syms.end());
   if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mu_);
-    if (cache_.size() < kCacheMaxEntries) cache_.emplace(std::string(piece), syms);
+    if (cache_.entries.size() < kCacheMaxEntries && cache_.index.find(piece, h, key_of) < 0) {
+      cache_.entries.push_back({uint32_t(cache_.keys.size()), uint32_t(piece.size()), uint32_t(cache_.ids.size()),
+                                uint32_t(syms.size())});
+      cache_.keys.append(piece);
+      cache_.ids.insert(cache_.ids.end(), syms.begin(), syms.end());
+      cache_.index.insert(h, int32_t(cache_.entries.size() - 1));
+    }
   }
 }
 

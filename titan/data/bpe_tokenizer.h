@@ -24,11 +24,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "titan/data/added_tokens.h"
 #include "titan/data/bpe_merge.h"
+#include "titan/data/flat_index.h"
 #include "titan/data/tokenizer.h"
 #include "titan/data/tokenizer_json.h"
 
@@ -57,11 +57,16 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   struct Regex;  // a compiled PCRE2 pattern
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  // Pre-token cache: piece bytes -> ids, in arenas indexed by a FlatIndex.
+  struct Cache {
+    struct Entry {
+      uint32_t key_off, key_len, ids_off, ids_len;
+    };
+    FlatIndex index;
+    std::string keys;
+    std::vector<int32_t> ids;
+    std::vector<Entry> entries;
   };
-  using BytesMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
   BpeTokenizer() = default;
   void parse(const TokenizerJson& tj, const std::string& path);
@@ -74,11 +79,16 @@ class BpeTokenizer final : public Tokenizer {
   void encode_segment(std::string_view text, std::vector<int32_t>& out) const;
   void split_pieces(size_t step, std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view piece, std::vector<int32_t>& out) const;
+  // Id of the vocabulary token with these raw bytes, or -1.
+  int32_t find_bytes(std::string_view bytes) const {
+    return vocab_index_.find(bytes, hash_bytes(bytes),
+                             [this](int32_t id) { return std::string_view(id_bytes_[id]); });
+  }
 
   std::string path_;
   std::vector<std::string> id_bytes_;  // raw bytes of every id ("" for holes)
   std::vector<uint8_t> id_kind_;       // 0 = hole, 1 = vocab token, 2 = added token
-  BytesMap bytes_to_id_;               // raw bytes -> id (vocabulary only)
+  FlatIndex vocab_index_;              // raw bytes -> id (vocabulary only)
   int32_t byte_id_[256];               // id of each single byte, -1 if absent
   int32_t unk_id_ = -1;
   MergeTable merges_;
@@ -88,9 +98,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::unique_ptr<Regex>> splits_;  // applied in order
   AddedTokenMatcher matcher_;
 
-  // Pre-token cache: piece bytes -> ids.
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+  mutable Cache cache_;
 };
 
 }  // namespace titan::data
