@@ -40,6 +40,7 @@ std::vector<Case> cases() {
       {"sinks", {60, 25}, 4, 2, 64, 0, 0.0f, true},
       {"all_features_dh72", {81, 9}, 8, 2, 72, 33, 8.0f, true},
       {"dh24_window1", {40}, 2, 1, 24, 1, 0.0f, false},
+      {"mqa_72_heads", {21, 40}, 72, 1, 16, 0, 0.0f, true},  // more heads than a tile has rows
   };
 }
 

@@ -62,14 +62,40 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
       vd[d * B] = vs[d];
     }
   }
-  for (int i = 0; i < L; ++i)
-    std::memset(a.dq + ((t0 + i) * H + hkv * G) * Dh, 0, sizeof(float) * G * Dh);
+  // The task's q, dO and dq rows, contiguous as [L][G][Dh] (in (T, H, Dh) they are
+  // often 4 KiB apart, i.e. all in one L1 set).
+  thread_local std::vector<float> qc, doc, dqc;
+  const size_t nrow = static_cast<size_t>(L) * G * Dh;
+  qc.resize(nrow);
+  doc.resize(nrow);
+  dqc.assign(nrow, 0.0f);
+  for (int i = 0; i < L; ++i) {
+    const int64_t src = ((t0 + i) * H + hkv * G) * Dh;
+    std::memcpy(qc.data() + static_cast<size_t>(i) * G * Dh, a.q + src, sizeof(float) * G * Dh);
+    std::memcpy(doc.data() + static_cast<size_t>(i) * G * Dh, a.dout + src, sizeof(float) * G * Dh);
+  }
 
-  const int Gc = std::min(G, attn::kMaxRows);
-  const int P = std::max(1, attn::kMaxRows / Gc);
-  alignas(64) float S[attn::kMaxRows][attn::kMaxB], TH[attn::kMaxRows][attn::kMaxB];
-  alignas(64) float Pm[attn::kMaxRows][attn::kMaxB], DS[attn::kMaxRows][attn::kMaxB];
-  float Pt[attn::kMaxB][attn::kMaxRows], DSt[attn::kMaxB][attn::kMaxRows];
+  constexpr int kTileRows = 32;  // query rows per tile (16 and 32 measured alike)
+  static_assert(kTileRows <= attn::kMaxRows);
+  const int Gc = std::min(G, kTileRows);
+  const int P = std::max(1, kTileRows / Gc);
+  const int Rmax = P * Gc;
+  // Per tile row r: scores S, tanh TH, probabilities Pm, ds DS (B lanes each); per key
+  // j: Pt, DSt (the transposes, Rmax each).
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(Rmax) * B * 6);
+  float* const S0 = buf.data();
+  float* const TH0 = S0 + Rmax * B;
+  float* const Pm0 = TH0 + Rmax * B;
+  float* const DS0 = Pm0 + Rmax * B;
+  float* const Pt0 = DS0 + Rmax * B;
+  float* const DSt0 = Pt0 + Rmax * B;
+  auto S = [&](int r) { return S0 + r * B; };
+  auto TH = [&](int r) { return TH0 + r * B; };
+  auto Pm = [&](int r) { return Pm0 + r * B; };
+  auto DS = [&](int r) { return DS0 + r * B; };
+  auto Pt = [&](int j) { return Pt0 + j * Rmax; };
+  auto DSt = [&](int j) { return DSt0 + j * Rmax; };
   float one[attn::kMaxB];
   std::fill(one, one + attn::kMaxB, 1.0f);
   const float* kx[attn::kMaxB];
@@ -87,8 +113,8 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
       kx[j] = a.k + (t0 + kb0 + j) * ldk + hkv * Dh;
       dkx[j] = dkb.data() + j * Dh;
       dvx[j] = dvb.data() + j * Dh;
-      ptx[j] = Pt[j];
-      dstx[j] = DSt[j];
+      ptx[j] = Pt(j);
+      dstx[j] = DSt(j);
     }
     const float* ktb = kt.data() + static_cast<size_t>(b) * Dh * B;
     const float* vtb = vt.data() + static_cast<size_t>(b) * Dh * B;
@@ -105,13 +131,13 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
         for (int i = 0; i < np; ++i) {
           const int pp = p0 + i;
           for (int g = g0; g < g0 + ng; ++g, ++R) {
-            const int64_t row = (t0 + pp) * H + hkv * G + g;
-            qx[R] = a.q + row * Dh;
-            dox[R] = a.dout + row * Dh;
-            dqx[R] = a.dq + row * Dh;
-            sx[R] = S[R];
-            dsx[R] = DS[R];
-            dsc[R] = DS[R];
+            const size_t crow = (static_cast<size_t>(pp) * G + g) * Dh;
+            qx[R] = qc.data() + crow;
+            dox[R] = doc.data() + crow;
+            dqx[R] = dqc.data() + crow;
+            sx[R] = S(R);
+            dsx[R] = DS(R);
+            dsc[R] = DS(R);
             jlo[R] = std::max(attn::first_visible(pp, c.window), kb0) - kb0;
             jhi[R] = std::min(pp, kb0 + nk - 1) - kb0;
           }
@@ -122,16 +148,16 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
         for (int i = 0; i < np; ++i) {
           for (int g = g0; g < g0 + ng; ++g, ++r) {
             const int64_t row = (t0 + p0 + i) * H + hkv * G + g;
-            float* th = c.softcap > 0.0f ? TH[r] : nullptr;
-            attn::cap_mask(S[r], th, jlo[r], jhi[r], c);
-            attn::exp_shift(Pm[r], S[r], a.lse[row], B);
-            make_ds(DS[r], Pm[r], th, a.D[row], c);
+            float* th = c.softcap > 0.0f ? TH(r) : nullptr;
+            attn::cap_mask(S(r), th, jlo[r], jhi[r], c);
+            attn::exp_shift(Pm(r), S(r), a.lse[row], B);
+            make_ds(DS(r), Pm(r), th, a.D[row], c);
           }
         }
         for (int j = 0; j < nk; ++j) {
           for (int rr = 0; rr < R; ++rr) {
-            Pt[j][rr] = Pm[rr][j];
-            DSt[j][rr] = DS[rr][j];
+            Pt(j)[rr] = Pm(rr)[j];
+            DSt(j)[rr] = DS(rr)[j];
           }
           zlo[j] = 0;
           zhi[j] = R - 1;
@@ -146,6 +172,9 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
       std::memcpy(a.dv + (t0 + kb0 + j) * ldk + hkv * Dh, dvx[j], sizeof(float) * Dh);
     }
   }
+  for (int i = 0; i < L; ++i)
+    std::memcpy(a.dq + ((t0 + i) * H + hkv * G) * Dh, dqc.data() + static_cast<size_t>(i) * G * Dh,
+                sizeof(float) * G * Dh);
 }
 
 }  // namespace

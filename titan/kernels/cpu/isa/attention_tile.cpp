@@ -102,15 +102,14 @@ inline void dots_rows(float* const* s, const float* const* x, const float* kt, i
   for (; l0 < B; l0 += W) dots_kernel<NR, 1>(s, x, kt, Dh, B, l0, vscale);
 }
 
-// NR accumulator rows sharing one key range [jlo, jhi]; Dh in chunks of 4 vectors,
-// then single vectors, then one masked tail. Per lane: a = acc*alpha, then an FMA
+// NR accumulator rows sharing one key range [jlo, jhi], lanes [d, Dh) of them: chunks
+// of 4 vectors, then single vectors, then one masked tail. Per lane: a = acc*alpha, then an FMA
 // chain over j ascending — the same whichever chunk the lane falls in.
 template <int NR>
 inline void axpy_kernel(float* const* acc, const float* alpha, const float* const* coef, int jlo,
-                        int jhi, const float* const* x, int Dh) {
+                        int jhi, const float* const* x, int d, int Dh) {
   vf va[NR];
   TITAN_UNROLL for (int r = 0; r < NR; ++r) va[r] = set1(alpha[r]);
-  int d = 0;
   for (; d + 4 * W <= Dh; d += 4 * W) {
     vf a[NR][4];
     TITAN_UNROLL for (int r = 0; r < NR; ++r) {
@@ -150,14 +149,19 @@ inline void axpy_kernel(float* const* acc, const float* alpha, const float* cons
   }
 }
 
-// One block of the online softmax for one row: s (B lanes, already capped and
-// masked) becomes p = exp(s - m_new); returns alpha = exp(m_old - m_new).
-inline float softmax_block(float* s, int B, float& m, float& l) {
+// One block of the online softmax for one row, in two steps so that the rescale
+// factors alpha = exp(m_old - m_new) of all rows of a tile go through one vexp per W
+// rows (lane-wise, so each row's alpha has the same bits as alone).
+// Step 1: the new running max; returns the shift mu used for the exponentials.
+inline float block_max(const float* s, int B, float m, float& m_new) {
   vf mx = load(s);
   for (int v = W; v < B; v += W) mx = max(mx, load(s + v));
-  const float m_new = std::max(m, hmax(mx));
-  const float mu = (m_new == kNegInf) ? 0.0f : m_new;  // all -inf: avoid -inf - -inf
-  const float alpha = exp1(m - mu);
+  m_new = std::max(m, hmax(mx));
+  return (m_new == kNegInf) ? 0.0f : m_new;  // all -inf: avoid -inf - -inf
+}
+// Step 2: s becomes p = exp(s - mu); l = l * alpha + sum(p) (vectors left to right,
+// then the fixed hsum).
+inline void block_exp_sum(float* s, int B, float mu, float alpha, float& l) {
   const vf vmu = set1(mu);
   vf sum = vexp(sub(load(s), vmu));
   store(s, sum);
@@ -167,8 +171,13 @@ inline float softmax_block(float* s, int B, float& m, float& l) {
     sum = add(sum, p);
   }
   l = l * alpha + hsum(sum);
-  m = m_new;
-  return alpha;
+}
+
+// y[i] = exp(x[i]) for i < n through THE vexp.
+inline void exp_n(float* y, const float* x, int n) {
+  int i = 0;
+  for (; i + W <= n; i += W) store(y + i, vexp(load(x + i)));
+  if (i < n) store_n(y + i, vexp(load_n(x + i, n - i)), n - i);
 }
 
 }  // namespace
@@ -221,23 +230,35 @@ void exp_shift(float* p, const float* s, float shift, int B) {
 
 void axpy_rows(float* const* acc, const float* alpha, const float* const* coef, const int* jlo,
                const int* jhi, int R, const float* const* x, int Dh) {
-  int r = 0;
-  while (r < R) {
-    if (r + 1 < R && jlo[r] == jlo[r + 1] && jhi[r] == jhi[r + 1]) {
-      axpy_kernel<2>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, Dh);
-      r += 2;
-    } else {
-      axpy_kernel<1>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, Dh);
-      r += 1;
+  // Lane chunks outer, rows inner: one chunk of the x rows stays in L1 for all rows.
+  for (int d0 = 0; d0 < Dh; d0 += 4 * W) {
+    const int d1 = Dh - d0 < 8 * W ? Dh : d0 + 4 * W;  // the last chunk takes the rest
+    int r = 0;
+    while (r < R) {
+      if (r + 1 < R && jlo[r] == jlo[r + 1] && jhi[r] == jhi[r + 1]) {
+        axpy_kernel<2>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, d0, d1);
+        r += 2;
+      } else {
+        axpy_kernel<1>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, d0, d1);
+        r += 1;
+      }
     }
+    if (d1 == Dh) break;
   }
 }
 
 void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* const* vblk,
               int64_t v_stride, const Cfg& c) {
   const int B = c.B, Dh = c.Dh;
-  alignas(64) float S[kMaxRows][kMaxB];
-  alignas(64) float acc[kMaxRows][kMaxDh];
+  // Scores, accumulators and a contiguous copy of the q rows (rows of q in (T, H, Dh)
+  // are often 4 KiB apart, which maps them all to one L1 set).
+  thread_local std::vector<float> sbuf, abuf, qbuf;
+  if (sbuf.size() < static_cast<size_t>(R) * B) sbuf.resize(static_cast<size_t>(R) * B);
+  if (abuf.size() < static_cast<size_t>(R) * Dh) abuf.resize(static_cast<size_t>(R) * Dh);
+  if (qbuf.size() < static_cast<size_t>(R) * Dh) qbuf.resize(static_cast<size_t>(R) * Dh);
+  auto S = [&](int r) { return sbuf.data() + static_cast<size_t>(r) * B; };
+  auto acc = [&](int r) { return abuf.data() + static_cast<size_t>(r) * Dh; };
+  auto qc = [&](int r) { return qbuf.data() + static_cast<size_t>(r) * Dh; };
   float m[kMaxRows], l[kMaxRows];
   int lo[kMaxRows], bfirst[kMaxRows], blast[kMaxRows];
   int bmin = 0, bmax = -1;
@@ -251,7 +272,8 @@ void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* co
     // A sink is a virtual first key with logit `sink` and no value: m = sink, l = 1.
     m[r] = rows[r].sink;
     l[r] = rows[r].sink == kNegInf ? 0.0f : 1.0f;
-    std::fill(acc[r], acc[r] + Dh, 0.0f);
+    std::fill(acc(r), acc(r) + Dh, 0.0f);
+    std::copy(rows[r].q, rows[r].q + Dh, qc(r));
   }
   const float* vrows[kMaxB];
   for (int b = bmin; b <= bmax; ++b) {
@@ -267,20 +289,28 @@ void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* co
     float alpha[kMaxRows];
     int jlo[kMaxRows], jhi[kMaxRows];
     for (int i = 0; i < na; ++i) {
-      xs[i] = rows[act[i]].q;
-      ss[i] = S[act[i]];
+      xs[i] = qc(act[i]);
+      ss[i] = S(act[i]);
     }
     block_dots(ss, xs, na, kblk[b], Dh, B, c.scale);
     int jmax = 0;
+    float mu[kMaxRows], mnew[kMaxRows], dm[kMaxRows];
     for (int i = 0; i < na; ++i) {
       const int r = act[i];
       jlo[i] = std::max(lo[r], kb0) - kb0;
       jhi[i] = std::min(rows[r].pos, kb0 + B - 1) - kb0;
       jmax = std::max(jmax, jhi[i]);
-      cap_mask(S[r], nullptr, jlo[i], jhi[i], c);
-      alpha[i] = softmax_block(S[r], B, m[r], l[r]);
-      as[i] = acc[r];
-      ps[i] = S[r];
+      cap_mask(S(r), nullptr, jlo[i], jhi[i], c);
+      mu[i] = block_max(S(r), B, m[r], mnew[i]);
+      dm[i] = m[r] - mu[i];
+    }
+    exp_n(alpha, dm, na);
+    for (int i = 0; i < na; ++i) {
+      const int r = act[i];
+      block_exp_sum(S(r), B, mu[i], alpha[i], l[r]);
+      m[r] = mnew[i];
+      as[i] = acc(r);
+      ps[i] = S(r);
     }
     for (int j = 0; j <= jmax; ++j) vrows[j] = vblk[b] + j * v_stride;
     axpy_rows(as, alpha, ps, jlo, jhi, na, vrows, Dh);
@@ -289,8 +319,8 @@ void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* co
     const vf vl = set1(l[r]);
     float* o = rows[r].out;
     int d = 0;
-    for (; d + W <= Dh; d += W) store(o + d, div(load(acc[r] + d), vl));
-    if (d < Dh) store_n(o + d, div(load_n(acc[r] + d, Dh - d), vl), Dh - d);
+    for (; d + W <= Dh; d += W) store(o + d, div(load(acc(r) + d), vl));
+    if (d < Dh) store_n(o + d, div(load_n(acc(r) + d, Dh - d), vl), Dh - d);
     if (rows[r].lse) *rows[r].lse = m[r] + std::log(l[r]);
   }
 }

@@ -15,7 +15,7 @@
 
 namespace titan::kernels::cpu::TITAN_ISA_NS::attn {
 
-inline constexpr int kMaxRows = 8;   // query rows per tile
+inline constexpr int kMaxRows = 64;  // query rows per tile (most)
 inline constexpr int kMaxB = 256;    // largest KV block size
 inline constexpr int kMaxDh = 256;   // largest head dim
 
