@@ -130,12 +130,17 @@ TEST(Config, RecipeDerivation) {
   EXPECT_TRUE(q.model.qk_norm);
   EXPECT_EQ(q.model.n_layers, dbg.model.n_layers);
   EXPECT_EQ(q.training, dbg.training);
-  // A recipe registered at run time can derive from a built-in one.
-  tc::register_recipe({"test_derived", "debugmodel with 3 steps", [] {
-                         tc::JobConfig c = tc::debugmodel();
-                         c.training.steps = 3;
-                         return c;
-                       }});
+  // A recipe registered at run time can derive from a built-in one (registered
+  // once per process: --gtest_repeat runs this test again).
+  static bool registered = [] {
+    tc::register_recipe({"test_derived", "debugmodel with 3 steps", [] {
+                           tc::JobConfig c = tc::debugmodel();
+                           c.training.steps = 3;
+                           return c;
+                         }});
+    return true;
+  }();
+  (void)registered;
   tc::JobConfig d = tc::make_recipe("test_derived");
   EXPECT_EQ(d.training.steps, 3);
   EXPECT_EQ(d.model, dbg.model);
@@ -259,8 +264,12 @@ TEST(Config, TransformsAppliedInOrder) {
       tc::overrides_from_args({"--model.transforms", "no_qk_norm", "--model.qk_norm", "true"}));
   EXPECT_FALSE(q.model.qk_norm);
   // A registered transform sees the result of the earlier ones.
-  tc::register_transform({"test_double_layers", "twice the layers",
-                          [](tc::JobConfig& c) { c.model.n_layers *= 2; }});
+  static bool registered = [] {
+    tc::register_transform({"test_double_layers", "twice the layers",
+                            [](tc::JobConfig& c) { c.model.n_layers *= 2; }});
+    return true;
+  }();
+  (void)registered;
   tc::JobConfig d = tc::resolve_config("debugmodel", std::nullopt,
                                        {"model.transforms=test_double_layers,test_double_layers"});
   EXPECT_EQ(d.model.n_layers, 8);
