@@ -98,6 +98,35 @@ TEST_F(TokenizerJsonFile, IgnoreMergesTakesWholeVocabularyWords) {
   EXPECT_EQ(t->encode("hello"), (std::vector<int32_t>{' ', 259}));
 }
 
+// Llama 3 style: Split regex + ByteLevel without regex, ignore_merges, and the BOS
+// from a TemplateProcessing inside a Sequence post-processor (no config file).
+TEST_F(TokenizerJsonFile, Llama3StylePipeline) {
+  json j = tiny_tokenizer();
+  j["model"]["ignore_merges"] = true;
+  j["added_tokens"].push_back(json{{"id", 263}, {"content", "<|begin_of_text|>"}, {"special", true}});
+  j["pre_tokenizer"] = json{
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array({json{{"type", "Split"},
+                         {"pattern", json{{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+                                                    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+                                                    "\\s+(?!\\S)|\\s+"}}},
+                         {"behavior", "Isolated"},
+                         {"invert", false}},
+                    json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  j["post_processor"] = json{
+      {"type", "Sequence"},
+      {"processors", json::array({json{{"type", "ByteLevel"}},
+                                  json{{"type", "TemplateProcessing"},
+                                       {"single", json::array({json{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+                                                               json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})}}})}};
+  auto t = load_tokenizer(write("tokenizer.json", j.dump()));
+  EXPECT_EQ(t->bos_id(), 263);
+  EXPECT_EQ(t->eos_id(), 261);
+  // No prefix space; digits in groups of up to 3; " hel" is a vocabulary word.
+  EXPECT_EQ(t->encode("hello hel 12345"), (std::vector<int32_t>{259, 262, ' ', '1', '2', '3', '4', '5'}));
+}
+
 TEST_F(TokenizerJsonFile, ConfigGivesSpecialIds) {
   write("tokenizer.json", tiny_tokenizer().dump());
   write("tokenizer_config.json",

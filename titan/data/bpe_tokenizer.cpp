@@ -357,10 +357,17 @@ void BpeTokenizer::parse_specials(const std::string& path, const std::string& co
     pad_id_ = resolve(config_token(cfg, "pad_token", config_path), config_path, "pad_token");
     return;
   }
-  // No config: BOS from a TemplateProcessing post-processor that starts with a
-  // special token (Llama3), EOS/PAD from the usual names.
-  if (auto pp = j.find("post_processor"); pp != j.end() && pp->is_object() &&
-                                          pp->value("type", "") == "TemplateProcessing") {
+  // No config: BOS from a TemplateProcessing post-processor (at the top or inside
+  // a Sequence, as Llama 3 has it) whose template starts with a special token;
+  // EOS from the usual names.
+  std::vector<const json*> procs;
+  if (auto pp = j.find("post_processor"); pp != j.end() && pp->is_object()) {
+    procs.push_back(&*pp);
+    if (pp->value("type", "") == "Sequence" && pp->contains("processors") && (*pp)["processors"].is_array())
+      for (const json& p : (*pp)["processors"]) procs.push_back(&p);
+  }
+  for (const json* pp : procs) {
+    if (!pp->is_object() || pp->value("type", "") != "TemplateProcessing" || bos_id_ >= 0) continue;
     if (auto single = pp->find("single"); single != pp->end() && single->is_array() && !single->empty()) {
       const json& first = (*single)[0];
       if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object() &&
