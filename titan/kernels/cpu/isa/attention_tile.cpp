@@ -180,6 +180,16 @@ inline void exp_n(float* y, const float* x, int n) {
   if (i < n) store_n(y + i, vexp(load_n(x + i, n - i)), n - i);
 }
 
+// Prefetches the next KV block (pages of the cache are not contiguous, so the
+// hardware prefetchers lose the stream at every block boundary). No arithmetic.
+inline void prefetch_block(const float* k, const float* v, int64_t v_stride, const Cfg& c) {
+  const int64_t nk = int64_t{c.Dh} * c.B;
+  for (int64_t i = 0; i < nk; i += 16) _mm_prefetch(reinterpret_cast<const char*>(k + i), _MM_HINT_T1);
+  for (int j = 0; j < c.B; ++j)
+    for (int d = 0; d < c.Dh; d += 16)
+      _mm_prefetch(reinterpret_cast<const char*>(v + j * v_stride + d), _MM_HINT_T1);
+}
+
 }  // namespace
 
 float exp1(float x) { return lane0(vexp(set1(x))); }
@@ -278,6 +288,7 @@ void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* co
   const float* vrows[kMaxB];
   for (int b = bmin; b <= bmax; ++b) {
     const int kb0 = b * B;
+    if (b + 2 <= bmax) prefetch_block(kblk[b + 2], vblk[b + 2], v_stride, c);
     int act[kMaxRows], na = 0;
     for (int r = 0; r < R; ++r)
       if (bfirst[r] <= b && b <= blast[r]) act[na++] = r;
