@@ -40,7 +40,7 @@ class Decoder : public nn::Module {
 
  private:
   TransformerConfig cfg_;
-  RopeTables rope_;
+  RopeCache rope_;
 };
 
 }  // namespace titan::models

@@ -7,6 +7,7 @@
 #include "titan/models/common/config.h"
 #include "titan/models/common/forward_batch.h"
 #include "titan/nn/module.h"
+#include "titan/ops/rope.h"
 
 namespace titan::models {
 
@@ -33,12 +34,8 @@ class RMSNorm : public nn::Module {
   double eps;
 };
 
-// fp32 RoPE tables (P, R/2), computed in double and rounded once (kernels/cpu/rope.h).
-struct RopeTables {
-  Tensor cos, sin;
-  int64_t rotary_dim = 0;
-};
-RopeTables build_rope_tables(const TransformerConfig& cfg);
+// fp32 RoPE tables (P, R/2) for the config, computed in double and rounded once.
+RopeCache build_rope_tables(const TransformerConfig& cfg);
 
 // Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half).
 class Attention : public nn::Module {
@@ -46,7 +43,7 @@ class Attention : public nn::Module {
   Attention(const TransformerConfig& cfg, int layer_id);
   // x (T, D) -> (T, D). Trainer path: packed varlen attention (differentiable).
   // Generator path: writes K/V to the paged cache, then attends through block tables.
-  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeTables& rope) const;
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeCache& rope) const;
   Linear *wq, *wk, *wv, *wo;
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;
 
@@ -67,7 +64,7 @@ class FeedForward : public nn::Module {
 class TransformerBlock : public nn::Module {
  public:
   TransformerBlock(const TransformerConfig& cfg, int layer_id);
-  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeTables& rope) const;
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeCache& rope) const;
   RMSNorm *attention_norm, *ffn_norm;
   Attention* attention;
   FeedForward* feed_forward;

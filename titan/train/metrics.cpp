@@ -1,0 +1,37 @@
+#include "titan/train/metrics.h"
+
+#include <fstream>
+#include <string>
+
+#include "titan/core/error.h"
+
+namespace titan::train {
+
+MetricsLogger::MetricsLogger(const std::string& path, bool append) : path_(path) {
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  TITAN_CHECK(f_ != nullptr, "metrics: cannot open {} for writing", path);
+}
+
+MetricsLogger::~MetricsLogger() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsLogger::log(const nlohmann::json& row) {
+  std::string s = row.dump() + "\n";
+  std::fwrite(s.data(), 1, s.size(), f_);
+  std::fflush(f_);
+}
+
+static double status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const size_t n = std::char_traits<char>::length(key);
+  while (std::getline(f, line))
+    if (line.compare(0, n, key) == 0) return std::stod(line.substr(n));
+  return 0;
+}
+
+double rss_mb() { return status_kb("VmRSS:") / 1024.0; }
+double peak_rss_mb() { return status_kb("VmHWM:") / 1024.0; }
+
+}  // namespace titan::train

@@ -1,0 +1,367 @@
+#include "titan/train/trainer.h"
+
+#include <fmt/core.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+
+#include "titan/autograd/node.h"
+#include "titan/checkpoint/hf_config.h"
+#include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/train_checkpoint.h"
+#include "titan/config/resolve.h"
+#include "titan/core/philox.h"
+#include "titan/data/token_cache.h"
+#include "titan/kernels/cpu/dispatch.h"
+#include "titan/models/family.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/loss.h"
+#include "titan/optim/grad_clip.h"
+#include "titan/train/metrics.h"
+
+namespace titan::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+std::atomic<int> g_signal{0};
+void on_signal(int sig) { g_signal.store(sig); }
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+}  // namespace
+
+models::TransformerConfig model_config_from_job(const config::JobConfig& job, int64_t tok_vocab) {
+  const auto& m = job.model;
+  models::TransformerConfig c;
+  if (!m.hf_config.empty()) {
+    c = models::config_from_hf(load_hf_config(config::resolve_data_path(m.hf_config)));
+  } else {
+    c.family = m.name;
+    c.vocab_size = m.vocab_size > 0 ? m.vocab_size : tok_vocab;
+    c.hidden_size = m.dim;
+    c.intermediate_size = m.ffn_hidden_dim;
+    c.num_hidden_layers = m.n_layers;
+    c.num_attention_heads = m.n_heads;
+    c.num_key_value_heads = config::effective_n_kv_heads(m);
+    c.head_dim = config::effective_head_dim(m);
+    c.rope_theta = m.rope_theta;
+    c.rms_norm_eps = m.norm_eps;
+    c.tie_word_embeddings = m.tie_embeddings;
+    c.qk_norm = m.qk_norm;
+    c.max_position_embeddings = std::max<int64_t>(job.training.seq_len, 64);
+  }
+  TITAN_CHECK(c.vocab_size >= tok_vocab,
+              "model.vocab_size={} is smaller than the tokenizer's vocabulary ({})", c.vocab_size, tok_vocab);
+  TITAN_CHECK(job.training.seq_len <= c.max_position_embeddings,
+              "training.seq_len={} is longer than the model's context ({} positions)", job.training.seq_len,
+              c.max_position_embeddings);
+  c.validate();
+  return c;
+}
+
+optim::OptimizerConfig optimizer_config_from_job(const config::JobConfig& job) {
+  const auto& o = job.optimizer;
+  optim::OptimizerConfig c;
+  c.name = o.name == config::OptimizerName::muon ? "muon" : "adamw";
+  c.lr = o.lr;
+  c.beta1 = o.beta1;
+  c.beta2 = o.beta2;
+  c.eps = o.eps;
+  c.weight_decay = o.weight_decay;
+  c.decay.decay_norms = !o.no_decay_norms;
+  c.decay.decay_biases = !o.no_decay_biases;
+  c.decay.decay_embeddings = !o.no_decay_embeddings;
+  c.decay.decay_output = !o.no_decay_embeddings || !job.model.tie_embeddings;
+  c.muon_momentum = o.muon_momentum;
+  c.muon_nesterov = o.muon_nesterov;
+  c.muon_ns_steps = o.muon_ns_steps;
+  c.muon_adjust_lr = o.muon_adjust_lr == config::MuonAdjustLr::original ? "original" : "match_rms_adamw";
+  return c;
+}
+
+optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job) {
+  const auto& s = job.lr_scheduler;
+  optim::LRSchedulerConfig c;
+  c.warmup_steps = s.warmup_steps;
+  c.min_lr = s.min_lr;
+  switch (s.decay_type) {
+    case config::DecayType::cosine:  // nanoGPT's warmup + cosine to min_lr at training.steps
+      c.name = "warmup_cosine";
+      c.lr_decay_iters = job.training.steps;
+      break;
+    case config::DecayType::linear: c.name = "linear"; break;
+    case config::DecayType::wsd:
+      c.name = "wsd";
+      c.decay_ratio = s.decay_ratio;
+      break;
+    case config::DecayType::constant: c.name = "constant"; break;
+  }
+  return c;
+}
+
+struct Trainer::Ckpt {
+  std::unique_ptr<CheckpointManager> mgr;
+  std::string folder;
+};
+
+Trainer::Trainer(const config::JobConfig& job) : job_(job) { build(); }
+Trainer::~Trainer() = default;
+
+void Trainer::build() {
+  config::validate(job_);
+  dump_ = job_.job.dump_folder.empty() ? std::string("outputs/run") : job_.job.dump_folder;
+  fs::create_directories(dump_);
+  const std::string tok_path =
+      job_.model.tokenizer_path.empty() ? std::string("byte") : config::resolve_data_path(job_.model.tokenizer_path);
+  tok_ = data::load_tokenizer(tok_path);
+  auto mcfg = model_config_from_job(job_, tok_->vocab_size());
+  model_ = std::make_unique<models::Decoder>(mcfg);
+  model_->init_weights(static_cast<uint64_t>(job_.training.seed));
+  model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
+                                      ? models::ActivationCheckpoint::full
+                                      : models::ActivationCheckpoint::none;
+  opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(model_->named_parameters()),
+                                            optimizer_config_from_job(job_));
+  sched_ = std::make_unique<optim::LRScheduler>(lr_config_from_job(job_), job_.training.steps);
+
+  data::DatasetSpec spec;
+  spec.format = data::parse_dataset_format(job_.training.dataset, "training.dataset");
+  spec.path = config::resolve_data_path(job_.training.dataset_path);
+  data::TokenCacheOptions copt;
+  copt.cache_dir = dump_ + "/cache";
+  const double vf = job_.validation.enabled ? job_.validation.split_fraction : 0.0;
+  auto train_ds = data::load_token_dataset(spec, data::Split::train, vf, *tok_, copt);
+  data::LoaderOptions lo;
+  lo.mode = data::SamplingMode::random;
+  lo.batch_size = job_.training.local_batch_size;
+  lo.seq_len = job_.training.seq_len;
+  lo.seed = static_cast<uint64_t>(job_.training.seed);
+  loader_ = std::make_unique<data::DataLoader>(train_ds, lo);
+  if (job_.validation.enabled) {
+    auto val_ds = data::load_token_dataset(spec, data::Split::validation, vf, *tok_, copt);
+    val_loader_ = std::make_unique<data::ValidationLoader>(val_ds, lo, job_.validation.steps);
+  }
+  ckpt_ = std::make_unique<Ckpt>();
+  ckpt_->folder = dump_ + "/" + job_.checkpoint.folder;
+}
+
+double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
+  const int64_t accum = config::grad_accum_steps(job_);
+  std::vector<data::Batch> micro;
+  int64_t valid = 0;
+  for (int64_t i = 0; i < accum; ++i) {
+    micro.push_back(loader_->next());
+    valid += micro.back().num_targets;
+  }
+  TITAN_CHECK(valid > 0, "train step {}: every target of the batch is masked", step);
+  // loss = Σ token CE / valid tokens of the whole step (TorchTitan's global token mean).
+  double loss_sum = 0;
+  tokens = 0;
+  for (auto& b : micro) {
+    Tensor hidden = model_->forward(b.input);
+    Tensor l = linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum);
+    loss_sum += l.item<double>();
+    scale(l, 1.0 / static_cast<double>(valid)).backward();
+    tokens += b.num_tokens();
+  }
+  auto refs = opt_->param_refs();
+  grad_norm = job_.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job_.training.max_norm)
+                                         : optim::grad_norm(refs);
+  sched_->apply(*opt_, step);
+  opt_->step();
+  opt_->zero_grad();
+  return loss_sum / static_cast<double>(valid);
+}
+
+double Trainer::evaluate() {
+  TITAN_CHECK(val_loader_ != nullptr, "evaluate: validation is disabled");
+  autograd::NoGradGuard ng;
+  double sum = 0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < val_loader_->num_batches(); ++i) {
+    data::Batch b = val_loader_->batch(i);
+    Tensor hidden = model_->forward(b.input);
+    sum += linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum).item<double>();
+    n += b.num_targets;
+  }
+  return sum / static_cast<double>(n);
+}
+
+void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
+  if (!ckpt_->mgr)
+    ckpt_->mgr = std::make_unique<CheckpointManager>(ckpt_->folder, job_.checkpoint.keep_latest_k,
+                                                     job_.checkpoint.async_mode == config::AsyncMode::async);
+  TrainState st;
+  st.step = step;
+  st.extra["loader"] = loader_->state().to_json();
+  st.extra["seed"] = job_.training.seed;
+  st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
+  blocking_ms = ckpt_->mgr->save(model_->named_parameters(), opt_->state_dict(), st);
+}
+
+bool Trainer::try_resume() {
+  if (!job_.checkpoint.enable || !job_.checkpoint.resume) return false;
+  auto latest = CheckpointManager::latest(ckpt_->folder);
+  if (!latest) return false;
+  LoadedCheckpoint c = CheckpointManager::load(*latest);
+  {
+    autograd::NoGradGuard ng;
+    for (auto& [name, p] : model_->named_parameters()) {
+      auto it = c.model.find(name);
+      TITAN_CHECK(it != c.model.end(), "checkpoint {}: model tensor '{}' missing", *latest, name);
+      TITAN_CHECK(it->second.shape() == p.shape(), "checkpoint {}: '{}' has shape {}, the model expects {}",
+                  *latest, name, shape_str(it->second.shape()), shape_str(p.shape()));
+      Tensor dst = p;
+      dst.copy_(it->second);
+    }
+  }
+  optim::NamedTensors ost(c.optimizer.begin(), c.optimizer.end());
+  opt_->load_state_dict(ost);
+  loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
+  start_step_ = c.state.step;
+  fmt::print("resumed from {} (step {})\n", *latest, start_step_);
+  return true;
+}
+
+void Trainer::export_hf() {
+  const std::string dir = dump_ + "/hf";
+  fs::create_directories(dir);
+  save_safetensors(dir + "/model.safetensors", models::hf_state_dict(*model_));
+  save_hf_config(dir + "/config.json", models::config_to_hf(model_->config()));
+  const std::string tp = job_.model.tokenizer_path;
+  if (!tp.empty()) {
+    std::string src = config::resolve_data_path(tp);
+    if (fs::is_directory(src)) src += "/tokenizer.json";
+    fs::copy_file(src, dir + "/" + fs::path(src).filename().string(), fs::copy_options::overwrite_existing);
+  }
+}
+
+TrainResult Trainer::train() {
+  TrainResult res;
+  res.dump_folder = dump_;
+  config::save_config(job_);
+  const bool resumed = try_resume();
+  MetricsLogger metrics(dump_ + "/metrics.jsonl", resumed);
+  auto prev_int = std::signal(SIGINT, on_signal);
+  auto prev_term = std::signal(SIGTERM, on_signal);
+  g_signal.store(0);
+  const double flops_per_token = model_->config().train_flops_per_token(job_.training.seq_len);
+  const int64_t total = job_.training.steps;
+  fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}\n",
+             model_->config().family, model_->num_parameters(), model_->config().num_hidden_layers,
+             model_->config().hidden_size, model_->config().vocab_size, loader_->data().tokens().size(),
+             kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads());
+  if (job_.validation.enabled && start_step_ == 0) {
+    double v = evaluate();
+    metrics.log({{"step", 0}, {"val_loss", v}});
+    fmt::print("step {:>5} | val_loss {:.4f}\n", 0, v);
+    res.final_val_loss = v;
+  }
+  double last_write_logged = -1;
+  for (int64_t step = start_step_; step < total; ++step) {
+    auto t0 = Clock::now();
+    double gnorm = 0;
+    int64_t tokens = 0;
+    const double lr = sched_->lr(step, job_.optimizer.lr);
+    const double loss = train_step(step, gnorm, tokens);
+    auto t1 = Clock::now();
+    const double step_ms = ms_between(t0, t1);
+    const double tps = tokens / (step_ms / 1000.0);
+    const int64_t done = step + 1;
+    nlohmann::json row = {{"step", done},          {"loss", loss},
+                          {"lr", lr},              {"grad_norm", gnorm},
+                          {"tokens_per_s", tps},   {"mfu", flops_per_token * tps / job_.metrics.peak_flops},
+                          {"step_ms", step_ms},    {"rss_mb", rss_mb()}};
+    res.final_loss = loss;
+    const bool last = done == total;
+    if (job_.validation.enabled && (done % job_.validation.freq == 0 || last)) {
+      res.final_val_loss = evaluate();
+      row["val_loss"] = res.final_val_loss;
+    }
+    const bool stop = g_signal.load() != 0;
+    if (job_.checkpoint.enable && (done % job_.checkpoint.interval == 0 || last || stop)) {
+      double blocking = 0;
+      save_checkpoint(done, blocking);
+      row["checkpoint_blocking_ms"] = blocking;
+    }
+    if (ckpt_->mgr && ckpt_->mgr->last_write_ms() >= 0 &&
+        ckpt_->mgr->last_written_step() != last_write_logged) {
+      row["checkpoint_write_ms"] = ckpt_->mgr->last_write_ms();
+      last_write_logged = static_cast<double>(ckpt_->mgr->last_written_step());
+    }
+    metrics.log(row);
+    if (done % job_.metrics.log_freq == 0 || last || row.contains("val_loss")) {
+      fmt::print("step {:>5} | loss {:.4f}{} | lr {:.2e} | grad_norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms\n",
+                 done, loss, row.contains("val_loss") ? fmt::format(" | val_loss {:.4f}", row["val_loss"].get<double>()) : "",
+                 lr, gnorm, tps, 100.0 * row["mfu"].get<double>(), step_ms);
+      std::fflush(stdout);
+    }
+    res.steps_done = done;
+    if (stop) {
+      res.interrupted = true;
+      fmt::print("signal {} received: checkpoint saved at step {}, exiting\n", g_signal.load(), done);
+      break;
+    }
+  }
+  if (ckpt_->mgr) ckpt_->mgr->wait();
+  if (!res.interrupted && job_.checkpoint.export_hf) export_hf();
+  std::signal(SIGINT, prev_int);
+  std::signal(SIGTERM, prev_term);
+  return res;
+}
+
+std::string Trainer::sample(const std::string& prompt, int64_t n, double temperature, uint64_t seed) {
+  autograd::NoGradGuard ng;
+  std::vector<int32_t> ids = tok_->encode(prompt);
+  if (ids.empty()) ids.push_back(tok_->bos_id() >= 0 ? tok_->bos_id() : static_cast<int32_t>('\n'));
+  const size_t n_prompt = ids.size();
+  const int64_t ctx = std::min<int64_t>(job_.training.seq_len, model_->config().max_position_embeddings);
+  const int64_t V = tok_->vocab_size();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int32_t> window(ids.end() - std::min<int64_t>(ctx, static_cast<int64_t>(ids.size())), ids.end());
+    Tensor h = model_->forward(models::make_packed_batch({window}));
+    Tensor logits = model_->logits(h.narrow(0, h.size(0) - 1, 1)).contiguous();
+    const float* lp = logits.data<float>();
+    int32_t next = 0;
+    if (temperature <= 0) {
+      for (int64_t v = 1; v < V; ++v)
+        if (lp[v] > lp[next]) next = static_cast<int32_t>(v);
+    } else {
+      double mx = lp[0];
+      for (int64_t v = 1; v < V; ++v) mx = std::max<double>(mx, lp[v]);
+      std::vector<double> p(V);
+      double z = 0;
+      for (int64_t v = 0; v < V; ++v) z += p[v] = std::exp((lp[v] - mx) / temperature);
+      auto r = philox_draw(seed, static_cast<uint64_t>(i));
+      double u = (static_cast<double>(r[0]) + static_cast<double>(r[1]) / 4294967296.0) / 4294967296.0 * z;
+      for (int64_t v = 0; v < V; ++v) {
+        u -= p[v];
+        next = static_cast<int32_t>(v);
+        if (u <= 0) break;
+      }
+    }
+    ids.push_back(next);
+  }
+  return tok_->decode(std::vector<int32_t>(ids.begin() + n_prompt, ids.end()));
+}
+
+int run_train_job(const config::JobConfig& job) {
+  auto t0 = Clock::now();
+  Trainer trainer(job);
+  TrainResult r = trainer.train();
+  const double secs = ms_between(t0, Clock::now()) / 1000.0;
+  fmt::print("done: {} steps in {:.1f} s | final loss {:.4f}", r.steps_done, secs, r.final_loss);
+  if (r.final_val_loss >= 0) fmt::print(" | val_loss {:.4f}", r.final_val_loss);
+  fmt::print(" | metrics: {}/metrics.jsonl\n", r.dump_folder);
+  if (!r.interrupted) {
+    fmt::print("--- sample (temperature 0.8) ---\n{}\n---\n", trainer.sample("\n", 300, 0.8, 1337));
+  }
+  return r.interrupted ? 130 : 0;
+}
+
+}  // namespace titan::train

@@ -1,0 +1,74 @@
+// The pretraining trainer (TorchTitan's train loop, survey §3): config → model →
+// data → optimizer/schedule → [microbatches: forward, token-mean CE, backward] →
+// clip → optimizer step → metrics → validation → checkpoint. Deterministic: same
+// config ⇒ bitwise identical losses and weights, including across a checkpoint
+// resume (DESIGN.md §1.3).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/config/job_config.h"
+#include "titan/data/loader.h"
+#include "titan/data/tokenizer.h"
+#include "titan/models/common/decoder.h"
+#include "titan/optim/lr_scheduler.h"
+#include "titan/optim/optimizer.h"
+
+namespace titan::train {
+
+// The decoder shape a job asks for: model.hf_config when set, else the model.*
+// shape fields (vocab_size 0 = the tokenizer's). Throws titan::Error on bad values.
+models::TransformerConfig model_config_from_job(const config::JobConfig& job, int64_t tokenizer_vocab);
+
+// optimizer / lr_scheduler sections → optim configs.
+optim::OptimizerConfig optimizer_config_from_job(const config::JobConfig& job);
+optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job);
+
+struct TrainResult {
+  int64_t steps_done = 0;
+  double final_loss = 0, final_val_loss = -1;
+  bool interrupted = false;
+  std::string dump_folder;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const config::JobConfig& job);
+  ~Trainer();
+  // Runs (or resumes) the job. Returns after training.steps, or early after saving a
+  // checkpoint when SIGINT/SIGTERM arrived.
+  TrainResult train();
+  // Mean validation loss over validation.steps fixed batches (token-weighted).
+  double evaluate();
+  // Greedy/temperature sample of n tokens after `prompt` (full recompute, no cache).
+  std::string sample(const std::string& prompt, int64_t n, double temperature, uint64_t seed);
+
+  models::Decoder& model() { return *model_; }
+  const config::JobConfig& job() const { return job_; }
+
+ private:
+  void build();
+  double train_step(int64_t step, double& grad_norm, int64_t& tokens);
+  void save_checkpoint(int64_t step, double& blocking_ms);
+  bool try_resume();
+  void export_hf();
+
+  config::JobConfig job_;
+  std::string dump_;
+  std::unique_ptr<data::Tokenizer> tok_;
+  std::unique_ptr<models::Decoder> model_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  std::unique_ptr<optim::LRScheduler> sched_;
+  std::unique_ptr<data::DataLoader> loader_;
+  std::unique_ptr<data::ValidationLoader> val_loader_;
+  struct Ckpt;
+  std::unique_ptr<Ckpt> ckpt_;
+  int64_t start_step_ = 0;
+};
+
+// `titan train` entry point after config resolution: trains, prints the summary and
+// a short sample. Returns the process exit code.
+int run_train_job(const config::JobConfig& job);
+
+}  // namespace titan::train
