@@ -16,6 +16,7 @@
 #include "titan/config/resolve.h"
 #include "titan/config/transforms.h"
 #include "titan/core/error.h"
+#include "titan/train/trainer.h"
 
 namespace {
 
@@ -62,10 +63,7 @@ void setup_train(CLI::App& app, std::function<int()>& run) {
       fmt::print("{}", titan::config::config_to_toml(cfg));
       return 0;
     }
-    // The trainer (titan/train) is called here with the resolved config once it is
-    // part of the build; until then a training run is refused rather than faked.
-    titan::fail("titan train: the trainer is not built into this binary yet (use --print-config to inspect "
-                "the resolved config)");
+    return titan::train::run_train_job(cfg);
   };
 }
 
