@@ -19,7 +19,7 @@ JobConfig shakespeare_char() {
   c.model.name = "llama3";
   c.model.flavor = "shakespeare_char";
   c.model.tokenizer_path = "";  // byte-level
-  c.model.vocab_size = 256;
+  c.model.vocab_size = 0;  // the byte tokenizer: 256 bytes + 3 specials
   c.model.dim = 128;
   c.model.n_layers = 4;
   c.model.n_heads = 4;
