@@ -47,9 +47,12 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
   const int Dh = c.Dh, B = c.B, H = a.H, Hkv = a.Hkv, G = H / Hkv;
   const int64_t ldk = int64_t{Hkv} * Dh;
   const int nb = (L + B - 1) / B;
-  thread_local std::vector<float> kt, vt, dkb, dvb;
+  // K and V of the task's head as [block][Dh][B] (for the score and dP products) and K
+  // as contiguous rows [L][Dh] (for dq; rows of (T, Hkv, Dh) are strided).
+  thread_local std::vector<float> kt, vt, kr, dkb, dvb;
   kt.assign(static_cast<size_t>(nb) * Dh * B, 0.0f);
   vt.assign(static_cast<size_t>(nb) * Dh * B, 0.0f);
+  kr.resize(static_cast<size_t>(L) * Dh);
   dkb.resize(static_cast<size_t>(B) * Dh);
   dvb.resize(static_cast<size_t>(B) * Dh);
   for (int j = 0; j < L; ++j) {
@@ -61,6 +64,7 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
       kd[d * B] = ks[d];
       vd[d * B] = vs[d];
     }
+    std::memcpy(kr.data() + static_cast<size_t>(j) * Dh, ks, sizeof(float) * Dh);
   }
   // The task's q, dO and dq rows, contiguous as [L][G][Dh] (in (T, H, Dh) they are
   // often 4 KiB apart, i.e. all in one L1 set).
@@ -110,7 +114,7 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
     std::fill(dkb.begin(), dkb.end(), 0.0f);
     std::fill(dvb.begin(), dvb.end(), 0.0f);
     for (int j = 0; j < nk; ++j) {
-      kx[j] = a.k + (t0 + kb0 + j) * ldk + hkv * Dh;
+      kx[j] = kr.data() + static_cast<size_t>(kb0 + j) * Dh;
       dkx[j] = dkb.data() + j * Dh;
       dvx[j] = dvb.data() + j * Dh;
       ptx[j] = Pt(j);
