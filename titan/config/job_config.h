@@ -109,7 +109,7 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
 
 #define TITAN_GENERATOR_FIELDS(X)                                                                        \
   X(int64_t, kv_cache_bytes, int64_t{1} << 30, "bytes reserved for the paged KV cache")                  \
-  X(int64_t, kv_block_size, 16, "tokens per KV-cache block; also the attention KV block of the trainer (parity)") \
+  X(int64_t, kv_block_size, 32, "tokens per KV-cache block; also the attention KV block of the trainer (parity)") \
   X(int64_t, max_num_seqs, 64, "most sequences in one engine step")                                      \
   X(int64_t, max_num_batched_tokens, 2048, "most tokens (prefill + decode) in one engine step")          \
   X(bool, enable_prefix_caching, true, "reuse KV blocks of identical prompt prefixes")                   \
