@@ -36,7 +36,7 @@ TextDocuments parse_text_documents(std::string_view s, std::string_view what) {
   fail("{}: unknown value '{}' (expected whole_file | blank_lines | separator)", what, s);
 }
 
-uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
+uint64_t fnv1a64_bytes(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) {
     h ^= p[i];

@@ -108,9 +108,9 @@ DocumentSet split_documents(const DocumentSet& all, Split split, double val_frac
 // bytes, continuing from h (the standard offset basis by default). Used for source
 // content hashes and cache keys (not cryptographic).
 inline constexpr uint64_t kFnv1aOffset = 0xcbf29ce484222325ull;
-uint64_t fnv1a64(const void* data, size_t n, uint64_t h = kFnv1aOffset);
+uint64_t fnv1a64_bytes(const void* data, size_t n, uint64_t h = kFnv1aOffset);
 inline uint64_t fnv1a64(std::string_view s, uint64_t h = kFnv1aOffset) {
-  return fnv1a64(s.data(), s.size(), h);
+  return fnv1a64_bytes(s.data(), s.size(), h);
 }
 std::string hex64(uint64_t v);  // 16 lower-case hex digits
 

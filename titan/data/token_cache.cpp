@@ -29,6 +29,12 @@ constexpr std::string_view kProbe =
     "Ünïcödé — café, naïve, 日本語のテキスト, 한국어, emoji 🙂🚀, "
     "ROMEO: But, soft! what light through yonder window breaks?";
 
+// The fingerprint of cached data: its key (tokenizer, source hash, options) and sizes.
+uint64_t cache_fingerprint(const json& key, int64_t num_tokens, int64_t num_docs) {
+  const int64_t sizes[2] = {num_tokens, num_docs};
+  return fnv1a64_bytes(sizes, sizeof(sizes), fnv1a64(key.dump()));
+}
+
 }  // namespace
 
 // Builds TokenDatasets (the friend of TokenDataset).
@@ -62,8 +68,8 @@ struct TokenCacheAccess {
   }
 
   static uint64_t hash_content(const TokenDataset& ds) {
-    uint64_t h = fnv1a64(ds.tokens_.data(), ds.tokens_.size_bytes());
-    return fnv1a64(ds.offsets_.data(), ds.offsets_.size_bytes(), h);
+    const uint64_t h = fnv1a64_bytes(ds.tokens_.data(), ds.tokens_.size_bytes());
+    return fnv1a64_bytes(ds.offsets_.data(), ds.offsets_.size_bytes(), h);
   }
 
   static void set_cache(TokenDataset& ds, std::string path, bool rebuilt, uint64_t fingerprint,
@@ -136,7 +142,7 @@ struct TokenCacheAccess {
       info.split_range.end = header->at("split_range").at(1).get<int64_t>();
       info.split_range.unit = header->at("split_unit").get<std::string>();
       ds->cache_path_ = path;
-      ds->fingerprint_ = fnv1a64(key.dump(), static_cast<uint64_t>(nt) * 0x9E3779B97F4A7C15ull ^ nd);
+      ds->fingerprint_ = cache_fingerprint(key, nt, nd);
       return ds;
     } catch (const json::exception& e) {
       *why = fmt::format("bad header ({})", e.what());
@@ -190,10 +196,10 @@ std::string tokenizer_identity(const Tokenizer& tok) {
     } catch (const Error&) {
       s = "\x01<no token>";
     }
-    h = fnv1a64(s.data(), s.size() + 1, h);  // + the terminating NUL as a separator
+    h = fnv1a64_bytes(s.data(), s.size() + 1, h);  // + the terminating NUL as a separator
   }
   const std::vector<int32_t> probe = tok.encode(kProbe, /*parse_special=*/false);
-  h = fnv1a64(probe.data(), probe.size() * sizeof(int32_t), h);
+  h = fnv1a64_bytes(probe.data(), probe.size() * sizeof(int32_t), h);
   return fmt::format("{} V={} bos={} eos={} pad={} fp={}", tok.kind(), v, tok.bos_id(), tok.eos_id(),
                      tok.pad_id(), hex64(h));
 }
@@ -287,7 +293,7 @@ std::shared_ptr<const TokenDataset> load_token_dataset(const DatasetSpec& spec, 
   info.bos_id = bos;
   info.split_range = range;
   const int64_t nt = ds->num_tokens(), nd = ds->num_documents();
-  const uint64_t fingerprint = fnv1a64(key.dump(), static_cast<uint64_t>(nt) * 0x9E3779B97F4A7C15ull ^ nd);
+  const uint64_t fingerprint = cache_fingerprint(key, nt, nd);
   if (!path.empty()) {
     const json header = {{"key", key},
                          {"num_documents", nd},
