@@ -36,6 +36,22 @@ TEST(Fnv1a64, StandardVectors) {
   EXPECT_EQ(hex64(0xabcull), "0000000000000abc");
 }
 
+TEST(XxHash64, MatchesXxhsum) {
+  // `printf ... | xxhsum -H1` (xxhash 0.8.1, Debian): lengths 0, 1, 3 (tail paths).
+  EXPECT_EQ(xxhash64(""), 0xef46db3751d8e999ull);
+  EXPECT_EQ(xxhash64("a"), 0xd24ec4f1a98c6e5bull);
+  EXPECT_EQ(xxhash64("abc"), 0x44bc2cf5ad770999ull);
+  // `head -c N input.txt | xxhsum -H1`: the 8-, 4- and 1-byte tails with and
+  // without 32-byte stripes; then the whole file.
+  const std::string text = read_file(testing::tinyshakespeare_path());
+  const std::string_view t(text);
+  EXPECT_EQ(xxhash64(t.substr(0, 7)), 0xea6480369bb07619ull);
+  EXPECT_EQ(xxhash64(t.substr(0, 31)), 0x4563d4b655b14e0cull);
+  EXPECT_EQ(xxhash64(t.substr(0, 45)), 0xfa92e06b29cb11cdull);
+  EXPECT_EQ(xxhash64(t.substr(0, 100)), 0xaa92651ccbee9329ull);
+  EXPECT_EQ(xxhash64(text), 0xdcfa653f079489f3ull);
+}
+
 TEST(Dataset, TextWholeFileIsOneDocument) {
   const auto d = read_text("line one\n\nline two\n", TextDocuments::whole_file);
   EXPECT_EQ(docs_of(d), std::vector<std::string>{"line one\n\nline two\n"});

@@ -98,7 +98,7 @@ TEST_F(TokenCacheTest, BuildsOnceThenReuses) {
   EXPECT_EQ(vec(a->tokens()), expect);
   EXPECT_EQ(vec(a->doc_offsets()), (std::vector<int64_t>{0, 4, 12, 17}));
   EXPECT_EQ(a->info().separator_id, ByteTokenizer::kEos);
-  EXPECT_EQ(a->info().source_hash, fnv1a64(read_file(src)));
+  EXPECT_EQ(a->info().source_hash, xxhash64(read_file(src)));
   EXPECT_EQ(a->info().split_range.unit, "documents");
   EXPECT_EQ(a->info().split_range.end, 3);
 

@@ -105,13 +105,19 @@ DocumentSet split_documents(const DocumentSet& all, Split split, double val_frac
                             const std::string& path);
 
 // 64-bit FNV-1a (Fowler–Noll–Vo, http://www.isthe.com/chongo/tech/comp/fnv/) of
-// bytes, continuing from h (the standard offset basis by default). Used for source
-// content hashes and cache keys (not cryptographic).
+// bytes, continuing from h (the standard offset basis by default). Used for cache
+// keys and fingerprints of small strings (not cryptographic).
 inline constexpr uint64_t kFnv1aOffset = 0xcbf29ce484222325ull;
 uint64_t fnv1a64_bytes(const void* data, size_t n, uint64_t h = kFnv1aOffset);
 inline uint64_t fnv1a64(std::string_view s, uint64_t h = kFnv1aOffset) {
   return fnv1a64_bytes(s.data(), s.size(), h);
 }
+// XXH64 (xxHash, https://github.com/Cyan4973/xxHash/blob/dev/doc/xxhash_spec.md) of
+// bytes with `seed`; equals `xxhsum -H1` for seed 0. The source content hash of the
+// token cache (≈10x faster than FNV-1a on large files).
+uint64_t xxhash64(const void* data, size_t n, uint64_t seed = 0);
+inline uint64_t xxhash64(std::string_view s) { return xxhash64(s.data(), s.size(), 0); }
+
 std::string hex64(uint64_t v);  // 16 lower-case hex digits
 
 }  // namespace titan::data

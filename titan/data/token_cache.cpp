@@ -247,7 +247,7 @@ std::shared_ptr<const TokenDataset> load_token_dataset(const DatasetSpec& spec, 
       {"parse_special", options.parse_special},
   };
   const uint64_t name_hash = fnv1a64(key.dump());
-  const uint64_t content_hash = fnv1a64(source);
+  const uint64_t content_hash = xxhash64(source);
   key["source_hash"] = hex64(content_hash);
   key["source_bytes"] = static_cast<int64_t>(source.size());
 

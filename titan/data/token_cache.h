@@ -25,7 +25,7 @@
 //   zero padding to a multiple of 64 bytes
 //   i64 doc_offsets[D + 1], then i32 tokens[N]        (little-endian)
 // "key" holds: the tokenizer identity (tokenizer_identity) and vocab size, the
-// source path, its size and 64-bit FNV-1a content hash, the dataset format options,
+// source path, its size and content hash (XXH64, = `xxhsum -H1`), the dataset format options,
 // the split and its fraction, the separator id and the BOS/special-token flags.
 // <key> in the file name is the FNV-1a hash of the key WITHOUT the content hash, so
 // an edited source (or a corrupt / truncated / older-version file) is rebuilt in
@@ -71,7 +71,7 @@ struct TokenDatasetInfo {
   std::string tokenizer;     // tokenizer identity
   int32_t vocab_size = 0;
   std::string source;        // source path as given ("" for in-memory data)
-  uint64_t source_hash = 0;  // FNV-1a of the source bytes
+  uint64_t source_hash = 0;  // XXH64 of the source bytes (xxhash64)
   int64_t source_bytes = 0;
   std::string split;         // "train" | "validation" | "" (in-memory)
   int32_t separator_id = -1;
