@@ -26,10 +26,14 @@ std::string shared_dir() {
   if (const char* s = std::getenv("TITAN_SHARED")) return s;
   return std::string(TITAN_SOURCE_DIR) + "/../shared";
 }
-std::string shakespeare_path() { return shared_dir() + "/data/tinyshakespeare/input.txt"; }
+std::string shakespeare_path() {
+  return shared_dir() + "/data/tinyshakespeare/input.txt";
+}
 
 std::string scratch(const std::string& tag) {
-  return (std::filesystem::temp_directory_path() / ("titan_data_bench_" + tag + "_" + std::to_string(::getpid()))).string();
+  return (std::filesystem::temp_directory_path() /
+          ("titan_data_bench_" + tag + "_" + std::to_string(::getpid())))
+      .string();
 }
 
 const Tokenizer& tokenizer(const std::string& which) {
@@ -54,7 +58,8 @@ void cache_build(benchmark::State& state, const std::string& which) {
     state.PauseTiming();
     std::filesystem::remove_all(dir);
     state.ResumeTiming();
-    auto d = load_token_dataset(DatasetSpec::text_file(shakespeare_path()), Split::train, 0.1, tok, cache_in(dir));
+    auto d = load_token_dataset(DatasetSpec::text_file(shakespeare_path()), Split::train, 0.1, tok,
+                                cache_in(dir));
     tokens = d->num_tokens();
   }
   std::filesystem::remove_all(dir);
@@ -74,10 +79,18 @@ void cache_reuse(benchmark::State& state, const std::string& which) {
   std::filesystem::remove_all(dir);
 }
 
-void BM_CacheBuildByte(benchmark::State& s) { cache_build(s, "byte"); }
-void BM_CacheReuseByte(benchmark::State& s) { cache_reuse(s, "byte"); }
-void BM_CacheBuildQwen3(benchmark::State& s) { cache_build(s, "qwen3"); }
-void BM_CacheReuseQwen3(benchmark::State& s) { cache_reuse(s, "qwen3"); }
+void BM_CacheBuildByte(benchmark::State& s) {
+  cache_build(s, "byte");
+}
+void BM_CacheReuseByte(benchmark::State& s) {
+  cache_reuse(s, "byte");
+}
+void BM_CacheBuildQwen3(benchmark::State& s) {
+  cache_build(s, "qwen3");
+}
+void BM_CacheReuseQwen3(benchmark::State& s) {
+  cache_reuse(s, "qwen3");
+}
 BENCHMARK(BM_CacheBuildByte)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CacheReuseByte)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CacheBuildQwen3)->Unit(benchmark::kMillisecond)->Iterations(2);
@@ -111,8 +124,8 @@ void BM_ReadFile(benchmark::State& state) {
 BENCHMARK(BM_ReadFile)->Unit(benchmark::kMicrosecond);
 
 void BM_NextBatch(benchmark::State& state) {
-  static auto data = load_token_dataset(DatasetSpec::text_file(shakespeare_path()), Split::train, 0.1,
-                                        tokenizer("byte"), {});
+  static auto data = load_token_dataset(DatasetSpec::text_file(shakespeare_path()), Split::train,
+                                        0.1, tokenizer("byte"), {});
   LoaderOptions o;
   o.batch_size = state.range(0);
   o.seq_len = state.range(1);

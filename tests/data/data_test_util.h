@@ -1,6 +1,7 @@
 // Helpers for the dataset / token cache / loader tests: a scratch directory, file
 // writing, where the shared data lives, and error-message matching.
 #pragma once
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "titan/core/error.h"
 #include "titan/core/tensor.h"
@@ -23,7 +22,9 @@ inline std::string data_shared_dir() {
   return std::string(TITAN_SOURCE_DIR) + "/../shared";
 }
 
-inline std::string tinyshakespeare_path() { return data_shared_dir() + "/data/tinyshakespeare/input.txt"; }
+inline std::string tinyshakespeare_path() {
+  return data_shared_dir() + "/data/tinyshakespeare/input.txt";
+}
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents at scope exit.
 class ScratchDir {
@@ -56,7 +57,8 @@ inline void write_text(const std::string& path, const std::string& text) {
 // Names of the entries of a directory (sorted), hidden ones included.
 inline std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -69,10 +71,13 @@ void expect_error(Fn&& fn, const std::vector<std::string>& parts) {
     ADD_FAILURE() << "expected a titan::Error";
   } catch (const titan::Error& e) {
     const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const auto& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
   }
 }
 
-inline std::vector<int32_t> ivec(const Tensor& t) { return t.to_vector<int32_t>(); }
+inline std::vector<int32_t> ivec(const Tensor& t) {
+  return t.to_vector<int32_t>();
+}
 
 }  // namespace titan::data::testing

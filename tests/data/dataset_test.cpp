@@ -58,7 +58,8 @@ TEST(Dataset, TextWholeFileIsOneDocument) {
 }
 
 TEST(Dataset, TextBlankLines) {
-  const auto d = read_text("\n\nfirst a\nfirst b\n\n  \t\r\nsecond\n\nthird\r\nx", TextDocuments::blank_lines);
+  const auto d =
+      read_text("\n\nfirst a\nfirst b\n\n  \t\r\nsecond\n\nthird\r\nx", TextDocuments::blank_lines);
   EXPECT_EQ(docs_of(d), (std::vector<std::string>{"first a\nfirst b", "second", "third\r\nx"}));
 }
 
@@ -69,17 +70,21 @@ TEST(Dataset, TextSeparator) {
 }
 
 TEST(Dataset, Jsonl) {
-  const auto d = read_jsonl("{\"text\": \"a\\nb\", \"id\": 1}\n\n{\"id\": 2, \"text\": \"caf\\u00e9\"}\n"
-                            "{\"text\": \"\"}\n{\"text\": \"last\"}");
+  const auto d = read_jsonl(
+      "{\"text\": \"a\\nb\", \"id\": 1}\n\n{\"id\": 2, \"text\": \"caf\\u00e9\"}\n"
+      "{\"text\": \"\"}\n{\"text\": \"last\"}");
   EXPECT_EQ(docs_of(d), (std::vector<std::string>{"a\nb", "caf\xc3\xa9", "last"}));
   const auto q = read_jsonl("{\"question\": \"q1\"}\n{\"question\": \"q2\"}\n", "question");
   EXPECT_EQ(docs_of(q), (std::vector<std::string>{"q1", "q2"}));
 }
 
 TEST(Dataset, JsonlErrorsNameFileAndLine) {
-  expect_error([] { read_jsonl("{\"text\": \"a\"}\n\n{\"text\": \"b\"\n"); }, {"mem.jsonl:3:", "malformed JSON"});
-  expect_error([] { read_jsonl("{\"text\": \"a\"}\n{\"body\": \"b\"}\n"); }, {"mem.jsonl:2:", "missing key 'text'"});
-  expect_error([] { read_jsonl("{\"text\": 5}\n"); }, {"mem.jsonl:1:", "'text'", "number", "expected a string"});
+  expect_error([] { read_jsonl("{\"text\": \"a\"}\n\n{\"text\": \"b\"\n"); },
+               {"mem.jsonl:3:", "malformed JSON"});
+  expect_error([] { read_jsonl("{\"text\": \"a\"}\n{\"body\": \"b\"}\n"); },
+               {"mem.jsonl:2:", "missing key 'text'"});
+  expect_error([] { read_jsonl("{\"text\": 5}\n"); },
+               {"mem.jsonl:1:", "'text'", "number", "expected a string"});
   expect_error([] { read_jsonl("[1, 2]\n"); }, {"mem.jsonl:1:", "expected a JSON object", "array"});
 }
 
@@ -91,22 +96,28 @@ TEST(Dataset, EmptyDatasetNamesTheFile) {
 }
 
 TEST(Dataset, InvalidUtf8TextNamesTheByte) {
-  expect_error([] { read_text("abc\xff", TextDocuments::whole_file); }, {"mem.txt", "invalid UTF-8", "byte 3"});
+  expect_error([] { read_text("abc\xff", TextDocuments::whole_file); },
+               {"mem.txt", "invalid UTF-8", "byte 3"});
 }
 
 TEST(Dataset, ErrorsFromFilesNameThePath) {
   testing::ScratchDir dir;
   const std::string p = dir.file("bad.jsonl");
   testing::write_text(p, "{\"text\": \"ok\"}\n{oops}\n");
-  expect_error([&] { read_documents(DatasetSpec::jsonl_file(p), read_file(p)); }, {p + ":2:", "malformed JSON"});
+  expect_error([&] { read_documents(DatasetSpec::jsonl_file(p), read_file(p)); },
+               {p + ":2:", "malformed JSON"});
 }
 
 TEST(Split, OneDocumentSplitsByCharacters) {
   // 10 code points, 2-byte 'é' among them: train = floor(10 * 0.9) = 9 characters.
-  const auto all = read_text("abc\xc3\xa9" "efghij", TextDocuments::whole_file);
+  const auto all = read_text(
+      "abc\xc3\xa9"
+      "efghij",
+      TextDocuments::whole_file);
   const auto train = split_documents(all, Split::train, 0.1, "mem.txt");
   const auto val = split_documents(all, Split::validation, 0.1, "mem.txt");
-  EXPECT_EQ(docs_of(train), std::vector<std::string>{"abc\xc3\xa9" "efghi"});
+  EXPECT_EQ(docs_of(train), std::vector<std::string>{"abc\xc3\xa9"
+                                                     "efghi"});
   EXPECT_EQ(docs_of(val), std::vector<std::string>{"j"});
   const SplitRange r = split_range(all, Split::validation, 0.1, "mem.txt");
   EXPECT_EQ(r.begin, 9);
@@ -126,7 +137,8 @@ TEST(Split, SeveralDocumentsSplitByDocuments) {
   EXPECT_EQ(split_range(all, Split::train, 0.25, "x").unit, "documents");
   // Fraction 0: everything is train; the validation split is empty -> error.
   EXPECT_EQ(split_documents(all, Split::train, 0.0, "x").size(), 10);
-  expect_error([&] { split_documents(all, Split::validation, 0.0, "x"); }, {"x", "validation split is empty"});
+  expect_error([&] { split_documents(all, Split::validation, 0.0, "x"); },
+               {"x", "validation split is empty"});
   expect_error([&] { split_documents(all, Split::train, 1.5, "x"); }, {"x", "[0, 1]", "1.5"});
 }
 
@@ -146,8 +158,10 @@ TEST(Split, TinyShakespeareNinetyTen) {
 
 TEST(Dataset, EnumNames) {
   EXPECT_EQ(parse_dataset_format("jsonl"), DatasetFormat::jsonl);
-  EXPECT_EQ(parse_text_documents(to_string(TextDocuments::blank_lines)), TextDocuments::blank_lines);
-  expect_error([] { parse_dataset_format("csv", "training.dataset"); }, {"training.dataset", "csv", "text | jsonl"});
+  EXPECT_EQ(parse_text_documents(to_string(TextDocuments::blank_lines)),
+            TextDocuments::blank_lines);
+  expect_error([] { parse_dataset_format("csv", "training.dataset"); },
+               {"training.dataset", "csv", "text | jsonl"});
 }
 
 }  // namespace

@@ -2,11 +2,11 @@
 // bitwise resume from a saved state, the fixed validation batches.
 #include "titan/data/loader.h"
 
-#include <cstring>
-#include <set>
-
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "data_test_util.h"
 #include "titan/data/byte_tokenizer.h"
@@ -21,12 +21,14 @@ using testing::ivec;
 std::shared_ptr<const TokenDataset> corpus() {
   std::vector<std::vector<int32_t>> docs(40);
   for (size_t d = 0; d < docs.size(); ++d)
-    for (size_t k = 0; k < 3 + (d * 7) % 27; ++k) docs[d].push_back(1 + static_cast<int32_t>((d * 31 + k * 7) % 97));
+    for (size_t k = 0; k < 3 + (d * 7) % 27; ++k)
+      docs[d].push_back(1 + static_cast<int32_t>((d * 31 + k * 7) % 97));
   return TokenDataset::from_documents(docs, 0, 100);
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() && a.dtype() == b.dtype() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+  return a.numel() == b.numel() && a.dtype() == b.dtype() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
 }
 
 void expect_same_batch(const Batch& a, const Batch& b) {
@@ -44,7 +46,8 @@ LoaderOptions opts(SamplingMode mode, int64_t B, int64_t L, uint64_t seed) {
 
 TEST(RandomLoader, DeterministicBySeed) {
   auto data = corpus();
-  DataLoader a(data, opts(SamplingMode::random, 4, 16, 7)), b(data, opts(SamplingMode::random, 4, 16, 7));
+  DataLoader a(data, opts(SamplingMode::random, 4, 16, 7)),
+      b(data, opts(SamplingMode::random, 4, 16, 7));
   DataLoader c(data, opts(SamplingMode::random, 4, 16, 8));
   int differ = 0;
   for (int k = 0; k < 10; ++k) {
@@ -198,8 +201,15 @@ TEST(Resume, SequentialBitwiseIdenticalAcrossEpochs) {
 }
 
 TEST(LoaderState, JsonRoundTripAndErrors) {
-  LoaderState s{.mode = SamplingMode::sequential, .seed = 0xFFFFFFFFFFFFull, .epoch = 3, .position = 40,
-                .batch_size = 8, .seq_len = 256, .dp_degree = 2, .shuffle = false, .dataset = 0x0123456789abcdefull};
+  LoaderState s{.mode = SamplingMode::sequential,
+                .seed = 0xFFFFFFFFFFFFull,
+                .epoch = 3,
+                .position = 40,
+                .batch_size = 8,
+                .seq_len = 256,
+                .dp_degree = 2,
+                .shuffle = false,
+                .dataset = 0x0123456789abcdefull};
   const nlohmann::json j = s.to_json();
   EXPECT_EQ(j["mode"], "sequential");
   EXPECT_EQ(j["dataset"], "0123456789abcdef");
@@ -216,7 +226,8 @@ TEST(LoaderState, JsonRoundTripAndErrors) {
   bad = j;
   bad["dataset"] = "xyz";
   expect_error([&] { LoaderState::from_json(bad); }, {"'dataset'", "16 hex digits"});
-  expect_error([&] { LoaderState::from_json(nlohmann::json::array()); }, {"expected a JSON object"});
+  expect_error([&] { LoaderState::from_json(nlohmann::json::array()); },
+               {"expected a JSON object"});
 }
 
 TEST(Resume, MismatchedStateIsAnError) {
@@ -229,7 +240,8 @@ TEST(Resume, MismatchedStateIsAnError) {
   expect_error([&] { other_b.load_state(s); }, {"batch_size 4"});
   DataLoader other_mode(data, opts(SamplingMode::sequential, 4, 16, 7));
   expect_error([&] { other_mode.load_state(s); }, {"mode 'random'"});
-  auto changed = TokenDataset::from_documents({{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}}, -1);
+  auto changed = TokenDataset::from_documents(
+      {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}}, -1);
   DataLoader other_data(changed, opts(SamplingMode::random, 4, 16, 7));
   expect_error([&] { other_data.load_state(s); }, {"dataset", "tokens changed"});
   DataLoader seq(data, opts(SamplingMode::sequential, 4, 16, 7));
@@ -240,8 +252,10 @@ TEST(Resume, MismatchedStateIsAnError) {
 
 TEST(Loader, TooLittleDataIsAnError) {
   auto tiny = TokenDataset::from_documents({{1, 2, 3, 4, 5}}, -1);
-  expect_error([&] { DataLoader(tiny, opts(SamplingMode::random, 1, 5, 0)); }, {"5 tokens", "seq_len + 1 = 6"});
-  expect_error([&] { DataLoader(tiny, opts(SamplingMode::sequential, 3, 2, 0)); }, {"2 windows", "batch of 3"});
+  expect_error([&] { DataLoader(tiny, opts(SamplingMode::random, 1, 5, 0)); },
+               {"5 tokens", "seq_len + 1 = 6"});
+  expect_error([&] { DataLoader(tiny, opts(SamplingMode::sequential, 3, 2, 0)); },
+               {"2 windows", "batch of 3"});
   LoaderOptions o = opts(SamplingMode::random, 1, 2, 0);
   o.dp_rank = 2;
   o.dp_degree = 2;
@@ -274,7 +288,8 @@ TEST(Loader, TinyShakespeareBatches) {
   DataLoader loader(train, opts(SamplingMode::random, 8, 256, 42));
   const Batch b = loader.next();
   EXPECT_EQ(b.input.tokens.numel(), 8 * 256);
-  EXPECT_EQ(ivec(b.input.cu_seqlens), (std::vector<int32_t>{0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048}));
+  EXPECT_EQ(ivec(b.input.cu_seqlens),
+            (std::vector<int32_t>{0, 256, 512, 768, 1024, 1280, 1536, 1792, 2048}));
   EXPECT_EQ(b.num_targets, 8 * 256);
   const auto tok = ivec(b.input.tokens), tgt = ivec(b.targets);
   for (int64_t i = 0; i < 8; ++i)

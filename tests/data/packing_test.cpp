@@ -4,9 +4,9 @@
 // cases, then random ones against a direct per-token reference.
 #include "titan/data/packing.h"
 
-#include <random>
-
 #include <gtest/gtest.h>
+
+#include <random>
 
 #include "data_test_util.h"
 #include "titan/data/token_cache.h"
@@ -24,12 +24,14 @@ std::shared_ptr<const TokenDataset> three_docs() {
 }
 
 Batch pack(const TokenDataset& d, std::vector<int64_t> starts, int64_t L, bool mask = false) {
-  return pack_batch(d.tokens(), d.doc_offsets(), starts, {.seq_len = L, .mask_cross_document_targets = mask});
+  return pack_batch(d.tokens(), d.doc_offsets(), starts,
+                    {.seq_len = L, .mask_cross_document_targets = mask});
 }
 
 TEST(Packing, SampleCrossingTwoDocuments) {
   auto d = three_docs();
-  ASSERT_EQ(std::vector<int32_t>(d->tokens().begin(), d->tokens().end()), (V{1, 2, 3, 0, 4, 5, 0, 6, 7, 8, 9}));
+  ASSERT_EQ(std::vector<int32_t>(d->tokens().begin(), d->tokens().end()),
+            (V{1, 2, 3, 0, 4, 5, 0, 6, 7, 8, 9}));
   const Batch b = pack(*d, {2}, 6);
   EXPECT_EQ(ivec(b.input.tokens), (V{3, 0, 4, 5, 0, 6}));
   EXPECT_EQ(ivec(b.targets), (V{0, 4, 5, 0, 6, 7}));
@@ -88,12 +90,14 @@ TEST(Packing, Errors) {
   expect_error([&] { pack(*d, {}, 4); }, {"no samples"});
   const std::vector<int64_t> bad_offsets{0, 5};
   const std::vector<int64_t> starts{0};
-  expect_error([&] { pack_batch(d->tokens(), bad_offsets, starts, {.seq_len = 2}); }, {"doc_offsets", "11"});
+  expect_error([&] { pack_batch(d->tokens(), bad_offsets, starts, {.seq_len = 2}); },
+               {"doc_offsets", "11"});
 }
 
 // Reference: for every token of every sample, the document id of the input and of
 // the target; a sequence starts at a sample start or where the document id changes.
-void check_against_reference(const TokenDataset& d, const std::vector<int64_t>& starts, int64_t L, bool mask) {
+void check_against_reference(const TokenDataset& d, const std::vector<int64_t>& starts, int64_t L,
+                             bool mask) {
   const auto toks = d.tokens();
   const auto offs = d.doc_offsets();
   std::vector<int64_t> doc_of(toks.size());

@@ -3,12 +3,11 @@
 // of tiny Shakespeare with the byte tokenizer.
 #include "titan/data/token_cache.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
-
-#include <gtest/gtest.h>
 
 #include "data_test_util.h"
 #include "titan/core/fs.h"
@@ -22,8 +21,12 @@ using testing::expect_error;
 using testing::ScratchDir;
 using testing::write_text;
 
-std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
-std::vector<int64_t> vec(std::span<const int64_t> s) { return {s.begin(), s.end()}; }
+std::vector<int32_t> vec(std::span<const int32_t> s) {
+  return {s.begin(), s.end()};
+}
+std::vector<int64_t> vec(std::span<const int64_t> s) {
+  return {s.begin(), s.end()};
+}
 
 // Byte ids of text (what the byte tokenizer gives for ASCII).
 std::vector<int32_t> bytes_of(std::string_view text) {
@@ -32,7 +35,8 @@ std::vector<int32_t> bytes_of(std::string_view text) {
   return ids;
 }
 
-TokenCacheOptions options(std::string dir, int32_t separator_id = kSeparatorEos, bool add_bos = false) {
+TokenCacheOptions options(std::string dir, int32_t separator_id = kSeparatorEos,
+                          bool add_bos = false) {
   TokenCacheOptions o;
   o.cache_dir = std::move(dir);
   o.separator_id = separator_id;
@@ -41,7 +45,7 @@ TokenCacheOptions options(std::string dir, int32_t separator_id = kSeparatorEos,
 }
 
 uint64_t inode_of(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return 0;
   return st.st_ino;
 }
@@ -61,7 +65,9 @@ class LetterTokenizer final : public Tokenizer {
   }
   int32_t vocab_size() const override { return 26; }
   int32_t token_to_id(std::string_view t) const override { return t.size() == 1 ? t[0] - 'a' : -1; }
-  std::string id_to_token(int32_t id) const override { return std::string(1, static_cast<char>('a' + id)); }
+  std::string id_to_token(int32_t id) const override {
+    return std::string(1, static_cast<char>('a' + id));
+  }
 };
 
 class TokenCacheTest : public ::testing::Test {
@@ -73,7 +79,8 @@ class TokenCacheTest : public ::testing::Test {
   DatasetSpec spec = DatasetSpec::text_file(src, TextDocuments::blank_lines);
 
   std::shared_ptr<const TokenDataset> load(Split split = Split::train, double frac = 0.25,
-                                           const Tokenizer* tok = nullptr, TokenCacheOptions opt = {}) {
+                                           const Tokenizer* tok = nullptr,
+                                           TokenCacheOptions opt = {}) {
     if (opt.cache_dir.empty()) opt.cache_dir = cache;
     return load_token_dataset(spec, split, frac, tok ? *tok : byte, opt);
   }
@@ -120,7 +127,9 @@ TEST_F(TokenCacheTest, BuildsOnceThenReuses) {
   std::memcpy(&version, raw.data() + 8, 4);
   EXPECT_EQ(version, kTokenCacheVersion);
   EXPECT_EQ(raw.size() % 4, 0u);
-  EXPECT_EQ(std::memcmp(raw.data() + raw.size() - 4 * expect.size(), expect.data(), 4 * expect.size()), 0);
+  EXPECT_EQ(
+      std::memcmp(raw.data() + raw.size() - 4 * expect.size(), expect.data(), 4 * expect.size()),
+      0);
 
   // The validation split gets its own file.
   auto v = load(Split::validation);
@@ -169,14 +178,17 @@ TEST_F(TokenCacheTest, RebuildsForAnotherTokenizerOrOptions) {
   // Options are part of the key: BOS on each document, no separator.
   auto bos = load(Split::train, 0.25, nullptr, options("", -1, true));
   EXPECT_TRUE(bos->rebuilt());
-  EXPECT_EQ(vec(bos->tokens()), (std::vector<int32_t>{256, 'a', 'b', 'c', 256, 'd', 'e', 'f', 256, 'g', 'h', 'i'}));
+  EXPECT_EQ(vec(bos->tokens()),
+            (std::vector<int32_t>{256, 'a', 'b', 'c', 256, 'd', 'e', 'f', 256, 'g', 'h', 'i'}));
   EXPECT_FALSE(load(Split::train, 0.25, nullptr, options("", -1, true))->rebuilt());
   // A fraction change is another split.
   EXPECT_TRUE(load(Split::train, 0.5)->rebuilt());
   EXPECT_FALSE(load()->rebuilt());
 
-  expect_error([&] { load(Split::train, 0.25, &letters, options("", kSeparatorEos, true)); }, {src, "add_bos", "no BOS"});
-  expect_error([&] { load(Split::train, 0.25, nullptr, options("", 300)); }, {src, "separator_id 300"});
+  expect_error([&] { load(Split::train, 0.25, &letters, options("", kSeparatorEos, true)); },
+               {src, "add_bos", "no BOS"});
+  expect_error([&] { load(Split::train, 0.25, nullptr, options("", 300)); },
+               {src, "separator_id 300"});
 }
 
 TEST_F(TokenCacheTest, RebuildsADamagedFile) {
@@ -224,8 +236,12 @@ TEST_F(TokenCacheTest, JsonlSource) {
 TEST_F(TokenCacheTest, ErrorsNameTheFile) {
   write_text(src, "");
   expect_error([&] { load(); }, {src, "empty"});
-  expect_error([&] { load_token_dataset(DatasetSpec::text_file(dir.file("missing.txt")), Split::train, 0.1, byte, {}); },
-               {"missing.txt"});
+  expect_error(
+      [&] {
+        load_token_dataset(DatasetSpec::text_file(dir.file("missing.txt")), Split::train, 0.1, byte,
+                           {});
+      },
+      {"missing.txt"});
   const std::string p = dir.file("bad.jsonl");
   write_text(p, "{\"text\": \"a\"}\n{\"txt\": \"b\"}\n");
   expect_error([&] { load_token_dataset(DatasetSpec::jsonl_file(p), Split::train, 0.1, byte, {}); },
@@ -238,8 +254,13 @@ TEST(TokenDatasetFromDocuments, JoinsWithSeparator) {
   EXPECT_EQ(vec(d->doc_offsets()), (std::vector<int64_t>{0, 3, 5, 8}));
   auto e = TokenDataset::from_documents({{1, 2}, {3}, {4, 5, 6}}, 0, 10);
   EXPECT_EQ(d->fingerprint(), e->fingerprint());
-  EXPECT_NE(d->fingerprint(), TokenDataset::from_documents({{1, 2}, {3}, {4, 5, 7}}, 0, 10)->fingerprint());
-  expect_error([] { TokenDataset::from_documents({{1, 12}}, -1, 10); }, {"document 0", "token 12", "position 1"});
+  EXPECT_NE(d->fingerprint(),
+            TokenDataset::from_documents({{1, 2}, {3}, {4, 5, 7}}, 0, 10)->fingerprint());
+  expect_error(
+      [] {
+        TokenDataset::from_documents({{1, 12}}, -1, 10);
+      },
+      {"document 0", "token 12", "position 1"});
   expect_error([] { TokenDataset::from_documents({{}, {}}, -1, 10); }, {"no tokens"});
 }
 

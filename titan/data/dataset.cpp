@@ -1,9 +1,9 @@
 #include "titan/data/dataset.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "titan/core/error.h"
@@ -11,18 +11,25 @@
 
 namespace titan::data {
 
-std::string_view to_string(DatasetFormat f) { return f == DatasetFormat::text ? "text" : "jsonl"; }
+std::string_view to_string(DatasetFormat f) {
+  return f == DatasetFormat::text ? "text" : "jsonl";
+}
 
 std::string_view to_string(TextDocuments t) {
   switch (t) {
-    case TextDocuments::whole_file: return "whole_file";
-    case TextDocuments::blank_lines: return "blank_lines";
-    case TextDocuments::separator: return "separator";
+    case TextDocuments::whole_file:
+      return "whole_file";
+    case TextDocuments::blank_lines:
+      return "blank_lines";
+    case TextDocuments::separator:
+      return "separator";
   }
   return "?";
 }
 
-std::string_view to_string(Split s) { return s == Split::train ? "train" : "validation"; }
+std::string_view to_string(Split s) {
+  return s == Split::train ? "train" : "validation";
+}
 
 DatasetFormat parse_dataset_format(std::string_view s, std::string_view what) {
   if (s == "text") return DatasetFormat::text;
@@ -48,10 +55,13 @@ uint64_t fnv1a64_bytes(const void* data, size_t n, uint64_t h) {
 
 namespace {
 
-constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full, kP3 = 0x165667B19E3779F9ull,
-                   kP4 = 0x85EBCA77C2B2AE63ull, kP5 = 0x27D4EB2F165667C5ull;
+constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full,
+                   kP3 = 0x165667B19E3779F9ull, kP4 = 0x85EBCA77C2B2AE63ull,
+                   kP5 = 0x27D4EB2F165667C5ull;
 
-inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline uint64_t rotl64(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 inline uint64_t read64(const unsigned char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
@@ -62,8 +72,12 @@ inline uint32_t read32(const unsigned char* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
-inline uint64_t xxh_round(uint64_t acc, uint64_t input) { return rotl64(acc + input * kP2, 31) * kP1; }
-inline uint64_t xxh_merge(uint64_t acc, uint64_t v) { return (acc ^ xxh_round(0, v)) * kP1 + kP4; }
+inline uint64_t xxh_round(uint64_t acc, uint64_t input) {
+  return rotl64(acc + input * kP2, 31) * kP1;
+}
+inline uint64_t xxh_merge(uint64_t acc, uint64_t v) {
+  return (acc ^ xxh_round(0, v)) * kP1 + kP4;
+}
 
 }  // namespace
 
@@ -99,7 +113,9 @@ uint64_t xxhash64(const void* data, size_t n, uint64_t seed) {
   return h;
 }
 
-std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex64(uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
 
 void DocumentSet::add(std::string_view text) {
   if (text.empty()) return;
@@ -207,8 +223,12 @@ DocumentSet read_documents(const DatasetSpec& spec, std::string_view source) {
     TITAN_CHECK(bad == std::string_view::npos, "dataset {}: invalid UTF-8 at byte {}", spec.path,
                 bad);
     switch (spec.text_documents) {
-      case TextDocuments::whole_file: out.add(source); break;
-      case TextDocuments::blank_lines: split_blank_lines(source, out); break;
+      case TextDocuments::whole_file:
+        out.add(source);
+        break;
+      case TextDocuments::blank_lines:
+        split_blank_lines(source, out);
+        break;
       case TextDocuments::separator:
         TITAN_CHECK(!spec.separator.empty(),
                     "dataset {}: text_documents = separator needs a non-empty separator",
@@ -236,7 +256,8 @@ SplitRange split_range(const DocumentSet& all, Split split, double val_fraction,
     r.unit = "documents";
     n = all.size();
   }
-  const auto n_train = static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - val_fraction)));
+  const auto n_train =
+      static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - val_fraction)));
   if (split == Split::train) {
     r.begin = 0;
     r.end = n_train;

@@ -41,19 +41,19 @@ enum class DatasetFormat { text, jsonl };
 enum class TextDocuments { whole_file, blank_lines, separator };
 enum class Split { train, validation };
 
-std::string_view to_string(DatasetFormat f);    // "text" | "jsonl"
-std::string_view to_string(TextDocuments t);    // "whole_file" | "blank_lines" | "separator"
-std::string_view to_string(Split s);            // "train" | "validation"
+std::string_view to_string(DatasetFormat f);  // "text" | "jsonl"
+std::string_view to_string(TextDocuments t);  // "whole_file" | "blank_lines" | "separator"
+std::string_view to_string(Split s);          // "train" | "validation"
 // Parse the names above; titan::Error naming `what` and the accepted values otherwise.
 DatasetFormat parse_dataset_format(std::string_view s, std::string_view what = "dataset format");
 TextDocuments parse_text_documents(std::string_view s, std::string_view what = "text_documents");
 
 struct DatasetSpec {
   DatasetFormat format = DatasetFormat::text;
-  std::string path;  // the source file
+  std::string path;                                          // the source file
   TextDocuments text_documents = TextDocuments::whole_file;  // text only
-  std::string separator;                                    // text + separator only; non-empty
-  std::string jsonl_key = "text";                           // jsonl only
+  std::string separator;                                     // text + separator only; non-empty
+  std::string jsonl_key = "text";                            // jsonl only
 
   static DatasetSpec text_file(std::string path, TextDocuments docs = TextDocuments::whole_file,
                                std::string separator = "") {
@@ -116,7 +116,9 @@ inline uint64_t fnv1a64(std::string_view s, uint64_t h = kFnv1aOffset) {
 // bytes with `seed`; equals `xxhsum -H1` for seed 0. The source content hash of the
 // token cache (≈10x faster than FNV-1a on large files).
 uint64_t xxhash64(const void* data, size_t n, uint64_t seed = 0);
-inline uint64_t xxhash64(std::string_view s) { return xxhash64(s.data(), s.size(), 0); }
+inline uint64_t xxhash64(std::string_view s) {
+  return xxhash64(s.data(), s.size(), 0);
+}
 
 std::string hex64(uint64_t v);  // 16 lower-case hex digits
 

@@ -1,9 +1,8 @@
 #include "titan/data/loader.h"
 
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "titan/core/error.h"
 #include "titan/core/philox.h"
@@ -41,7 +40,9 @@ PackingOptions packing(const LoaderOptions& o) {
 
 }  // namespace
 
-std::string_view to_string(SamplingMode m) { return m == SamplingMode::random ? "random" : "sequential"; }
+std::string_view to_string(SamplingMode m) {
+  return m == SamplingMode::random ? "random" : "sequential";
+}
 
 SamplingMode parse_sampling_mode(std::string_view s, std::string_view what) {
   if (s == "random") return SamplingMode::random;
@@ -63,10 +64,10 @@ std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
 // ---- LoaderState
 
 nlohmann::json LoaderState::to_json() const {
-  return {{"mode", to_string(mode)},     {"seed", seed},
-          {"epoch", epoch},              {"position", position},
-          {"batch_size", batch_size},    {"seq_len", seq_len},
-          {"dp_degree", dp_degree},      {"shuffle", shuffle},
+  return {{"mode", to_string(mode)},  {"seed", seed},
+          {"epoch", epoch},           {"position", position},
+          {"batch_size", batch_size}, {"seq_len", seq_len},
+          {"dp_degree", dp_degree},   {"shuffle", shuffle},
           {"dataset", hex64(dataset)}};
 }
 
@@ -79,7 +80,8 @@ LoaderState LoaderState::from_json(const nlohmann::json& j) {
   };
   auto integer = [&](const char* name) -> int64_t {
     const auto& v = field(name);
-    TITAN_CHECK(v.is_number_integer(), "loader state: field '{}' must be an integer, got {}", name, v.dump());
+    TITAN_CHECK(v.is_number_integer(), "loader state: field '{}' must be an integer, got {}", name,
+                v.dump());
     return v.get<int64_t>();
   };
   LoaderState s;
@@ -96,11 +98,13 @@ LoaderState LoaderState::from_json(const nlohmann::json& j) {
   s.seq_len = integer("seq_len");
   s.dp_degree = integer("dp_degree");
   const auto& shuffle = field("shuffle");
-  TITAN_CHECK(shuffle.is_boolean(), "loader state: field 'shuffle' must be a boolean, got {}", shuffle.dump());
+  TITAN_CHECK(shuffle.is_boolean(), "loader state: field 'shuffle' must be a boolean, got {}",
+              shuffle.dump());
   s.shuffle = shuffle.get<bool>();
   const auto& ds = field("dataset");
   TITAN_CHECK(ds.is_string() && ds.get_ref<const std::string&>().size() == 16 &&
-                  ds.get_ref<const std::string&>().find_first_not_of("0123456789abcdef") == std::string::npos,
+                  ds.get_ref<const std::string&>().find_first_not_of("0123456789abcdef") ==
+                      std::string::npos,
               "loader state: field 'dataset' must be 16 hex digits, got {}", ds.dump());
   s.dataset = std::stoull(ds.get<std::string>(), nullptr, 16);
   return s;
@@ -113,13 +117,15 @@ DataLoader::DataLoader(std::shared_ptr<const TokenDataset> data, const LoaderOpt
   TITAN_CHECK(data_ != nullptr, "DataLoader: no dataset");
   check_options(opt_, "DataLoader");
   const int64_t N = data_->num_tokens();
-  TITAN_CHECK(N >= opt_.seq_len + 1, "DataLoader: the dataset has {} tokens, fewer than seq_len + 1 = {}", N,
+  TITAN_CHECK(N >= opt_.seq_len + 1,
+              "DataLoader: the dataset has {} tokens, fewer than seq_len + 1 = {}", N,
               opt_.seq_len + 1);
   if (opt_.mode == SamplingMode::sequential) {
     const int64_t W = sequential_windows(*data_, opt_.seq_len);
     TITAN_CHECK(W >= opt_.batch_size * opt_.dp_degree,
-                "DataLoader: {} tokens give {} windows of seq_len {}, fewer than one batch of {} x {} ranks", N,
-                W, opt_.seq_len, opt_.batch_size, opt_.dp_degree);
+                "DataLoader: {} tokens give {} windows of seq_len {}, fewer than one batch of {} x "
+                "{} ranks",
+                N, W, opt_.seq_len, opt_.batch_size, opt_.dp_degree);
   }
 }
 
@@ -141,24 +147,28 @@ std::pair<int64_t, int64_t> DataLoader::next_epoch_position() const {
   return {epoch_, position_};
 }
 
-std::vector<int64_t> DataLoader::starts_at(const std::vector<int64_t>& order, int64_t position) const {
+std::vector<int64_t> DataLoader::starts_at(const std::vector<int64_t>& order,
+                                           int64_t position) const {
   const int64_t B = opt_.batch_size;
   std::vector<int64_t> starts(static_cast<size_t>(B));
   if (opt_.mode == SamplingMode::random) {
     const int64_t n = num_windows();
     for (int64_t i = 0; i < B; ++i) {
       const auto g = static_cast<uint64_t>(opt_.dp_rank * B + i);
-      starts[i] = bounded_draw(opt_.seed, static_cast<uint64_t>(position), (kRandomTag << 32) | g, n);
+      starts[i] =
+          bounded_draw(opt_.seed, static_cast<uint64_t>(position), (kRandomTag << 32) | g, n);
     }
   } else {
-    for (int64_t i = 0; i < B; ++i) starts[i] = order[position + opt_.dp_rank * B + i] * opt_.seq_len;
+    for (int64_t i = 0; i < B; ++i)
+      starts[i] = order[position + opt_.dp_rank * B + i] * opt_.seq_len;
   }
   return starts;
 }
 
 std::vector<int64_t> DataLoader::peek_starts() const {
   const auto [epoch, position] = next_epoch_position();
-  if (opt_.mode == SamplingMode::random || epoch == order_epoch_) return starts_at(order_, position);
+  if (opt_.mode == SamplingMode::random || epoch == order_epoch_)
+    return starts_at(order_, position);
   return starts_at(epoch_order(epoch), position);
 }
 
@@ -190,24 +200,29 @@ LoaderState DataLoader::state() const {
 
 void DataLoader::load_state(const LoaderState& s) {
   const LoaderState mine = state();
-  TITAN_CHECK(s.mode == mine.mode, "DataLoader::load_state: mode '{}' != the loader's '{}'", to_string(s.mode),
-              to_string(mine.mode));
-  TITAN_CHECK(s.seed == mine.seed, "DataLoader::load_state: seed {} != the loader's {}", s.seed, mine.seed);
-  TITAN_CHECK(s.batch_size == mine.batch_size, "DataLoader::load_state: batch_size {} != the loader's {}",
-              s.batch_size, mine.batch_size);
-  TITAN_CHECK(s.seq_len == mine.seq_len, "DataLoader::load_state: seq_len {} != the loader's {}", s.seq_len,
-              mine.seq_len);
-  TITAN_CHECK(s.dp_degree == mine.dp_degree, "DataLoader::load_state: dp_degree {} != the loader's {}",
-              s.dp_degree, mine.dp_degree);
+  TITAN_CHECK(s.mode == mine.mode, "DataLoader::load_state: mode '{}' != the loader's '{}'",
+              to_string(s.mode), to_string(mine.mode));
+  TITAN_CHECK(s.seed == mine.seed, "DataLoader::load_state: seed {} != the loader's {}", s.seed,
+              mine.seed);
+  TITAN_CHECK(s.batch_size == mine.batch_size,
+              "DataLoader::load_state: batch_size {} != the loader's {}", s.batch_size,
+              mine.batch_size);
+  TITAN_CHECK(s.seq_len == mine.seq_len, "DataLoader::load_state: seq_len {} != the loader's {}",
+              s.seq_len, mine.seq_len);
+  TITAN_CHECK(s.dp_degree == mine.dp_degree,
+              "DataLoader::load_state: dp_degree {} != the loader's {}", s.dp_degree,
+              mine.dp_degree);
   TITAN_CHECK(s.shuffle == mine.shuffle || s.mode == SamplingMode::random,
               "DataLoader::load_state: shuffle {} != the loader's {}", s.shuffle, mine.shuffle);
   TITAN_CHECK(s.dataset == mine.dataset,
-              "DataLoader::load_state: dataset {} != the loader's {} (the tokens changed since the checkpoint)",
+              "DataLoader::load_state: dataset {} != the loader's {} (the tokens changed since the "
+              "checkpoint)",
               hex64(s.dataset), hex64(mine.dataset));
-  TITAN_CHECK(s.position >= 0 && s.epoch >= 0, "DataLoader::load_state: negative epoch {} or position {}",
-              s.epoch, s.position);
+  TITAN_CHECK(s.position >= 0 && s.epoch >= 0,
+              "DataLoader::load_state: negative epoch {} or position {}", s.epoch, s.position);
   TITAN_CHECK(s.mode == SamplingMode::random || s.position <= num_windows(),
-              "DataLoader::load_state: position {} beyond the {} windows of an epoch", s.position, num_windows());
+              "DataLoader::load_state: position {} beyond the {} windows of an epoch", s.position,
+              num_windows());
   TITAN_CHECK(s.mode == SamplingMode::sequential || s.epoch == 0,
               "DataLoader::load_state: random mode has no epochs, got epoch {}", s.epoch);
   epoch_ = s.epoch;
@@ -216,8 +231,8 @@ void DataLoader::load_state(const LoaderState& s) {
 
 // ---- ValidationLoader
 
-ValidationLoader::ValidationLoader(std::shared_ptr<const TokenDataset> data, const LoaderOptions& options,
-                                   int64_t max_batches)
+ValidationLoader::ValidationLoader(std::shared_ptr<const TokenDataset> data,
+                                   const LoaderOptions& options, int64_t max_batches)
     : data_(std::move(data)), opt_(options) {
   TITAN_CHECK(data_ != nullptr, "ValidationLoader: no dataset");
   check_options(opt_, "ValidationLoader");
@@ -226,17 +241,20 @@ ValidationLoader::ValidationLoader(std::shared_ptr<const TokenDataset> data, con
   const int64_t W = N > opt_.seq_len ? sequential_windows(*data_, opt_.seq_len) : 0;
   const int64_t full = W / (opt_.batch_size * opt_.dp_degree);
   TITAN_CHECK(full >= 1,
-              "ValidationLoader: the validation split has {} tokens = {} windows of seq_len {}, fewer than one "
+              "ValidationLoader: the validation split has {} tokens = {} windows of seq_len {}, "
+              "fewer than one "
               "batch of {} x {} ranks",
               N, W, opt_.seq_len, opt_.batch_size, opt_.dp_degree);
   num_batches_ = max_batches == 0 ? full : std::min(full, max_batches);
 }
 
 Batch ValidationLoader::batch(int64_t i) const {
-  TITAN_CHECK(i >= 0 && i < num_batches_, "ValidationLoader::batch: index {} outside [0, {})", i, num_batches_);
+  TITAN_CHECK(i >= 0 && i < num_batches_, "ValidationLoader::batch: index {} outside [0, {})", i,
+              num_batches_);
   const int64_t B = opt_.batch_size;
   std::vector<int64_t> starts(static_cast<size_t>(B));
-  for (int64_t k = 0; k < B; ++k) starts[k] = ((i * opt_.dp_degree + opt_.dp_rank) * B + k) * opt_.seq_len;
+  for (int64_t k = 0; k < B; ++k)
+    starts[k] = ((i * opt_.dp_degree + opt_.dp_rank) * B + k) * opt_.seq_len;
   return pack_batch(data_->tokens(), data_->doc_offsets(), starts, packing(opt_));
 }
 

@@ -2,8 +2,8 @@
 // small state the trainer checkpoints to resume bitwise identically.
 //
 //   auto train = load_token_dataset(spec, Split::train, 0.1, *tok, cache_options);
-//   DataLoader loader(train, {.mode = SamplingMode::random, .batch_size = 8, .seq_len = 256, .seed = 42});
-//   Batch b = loader.next();                    // b.input (ForwardBatch), b.targets
+//   DataLoader loader(train, {.mode = SamplingMode::random, .batch_size = 8, .seq_len = 256, .seed
+//   = 42}); Batch b = loader.next();                    // b.input (ForwardBatch), b.targets
 //   nlohmann::json s = loader.state().to_json();   // into the checkpoint
 //   ...
 //   loader.load_state(LoaderState::from_json(s));  // next() continues identically
@@ -27,12 +27,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "titan/data/packing.h"
 #include "titan/data/token_cache.h"
@@ -48,9 +47,9 @@ struct LoaderOptions {
   int64_t batch_size = 8;  // samples per batch on this rank (B)
   int64_t seq_len = 256;   // tokens per sample (L)
   uint64_t seed = 42;
-  bool shuffle = true;     // sequential: shuffle the window order of each epoch
-  int64_t dp_rank = 0;     // this rank in [0, dp_degree)
-  int64_t dp_degree = 1;   // data-parallel ranks drawing disjoint samples
+  bool shuffle = true;                       // sequential: shuffle the window order of each epoch
+  int64_t dp_rank = 0;                       // this rank in [0, dp_degree)
+  int64_t dp_degree = 1;                     // data-parallel ranks drawing disjoint samples
   bool mask_cross_document_targets = false;  // packing.h
 };
 
@@ -58,8 +57,9 @@ struct LoaderOptions {
 struct LoaderState {
   SamplingMode mode = SamplingMode::random;
   uint64_t seed = 0;
-  int64_t epoch = 0;     // sequential: current epoch (random: always 0)
-  int64_t position = 0;  // random: batches drawn; sequential: windows of this epoch consumed (all ranks)
+  int64_t epoch = 0;  // sequential: current epoch (random: always 0)
+  int64_t position =
+      0;  // random: batches drawn; sequential: windows of this epoch consumed (all ranks)
   int64_t batch_size = 0, seq_len = 0, dp_degree = 1;
   bool shuffle = true;
   uint64_t dataset = 0;  // TokenDataset::fingerprint() of the data
@@ -78,7 +78,7 @@ class DataLoader {
   // sequential: fewer than batch_size * dp_degree windows), or for a bad option.
   DataLoader(std::shared_ptr<const TokenDataset> data, const LoaderOptions& options);
 
-  Batch next();                          // the next batch of this rank; advances
+  Batch next();                              // the next batch of this rank; advances
   std::vector<int64_t> peek_starts() const;  // its sample starts, without advancing
   LoaderState state() const;
   // Restores a state from state(). titan::Error naming the field when mode, seed,
@@ -91,8 +91,8 @@ class DataLoader {
   const TokenDataset& data() const { return *data_; }
 
  private:
-  std::vector<int64_t> epoch_order(int64_t epoch) const;              // sequential window order
-  std::pair<int64_t, int64_t> next_epoch_position() const;             // after any epoch rollover
+  std::vector<int64_t> epoch_order(int64_t epoch) const;    // sequential window order
+  std::pair<int64_t, int64_t> next_epoch_position() const;  // after any epoch rollover
   std::vector<int64_t> starts_at(const std::vector<int64_t>& order, int64_t position) const;
 
   std::shared_ptr<const TokenDataset> data_;

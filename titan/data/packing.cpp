@@ -19,8 +19,9 @@ Batch pack_batch(std::span<const int32_t> tokens, std::span<const int64_t> doc_o
               "pack_batch: doc_offsets must run from 0 to the token count {} ({} entries given)", N,
               doc_offsets.size());
   const int64_t T = B * L;
-  TITAN_CHECK(T <= INT32_MAX, "pack_batch: {} samples x seq_len {} = {} tokens overflow the i32 cu_seqlens",
-              B, L, T);
+  TITAN_CHECK(T <= INT32_MAX,
+              "pack_batch: {} samples x seq_len {} = {} tokens overflow the i32 cu_seqlens", B, L,
+              T);
 
   Batch out;
   out.seq_len = L;
@@ -37,9 +38,10 @@ Batch pack_batch(std::span<const int32_t> tokens, std::span<const int64_t> doc_o
 
   for (int64_t b = 0; b < B; ++b) {
     const int64_t s = starts[b];
-    TITAN_CHECK(s >= 0 && s + L + 1 <= N,
-                "pack_batch: sample {} starts at {}, expected a start in [0, {}] ({} tokens, seq_len {})",
-                b, s, N - L - 1, N, L);
+    TITAN_CHECK(
+        s >= 0 && s + L + 1 <= N,
+        "pack_batch: sample {} starts at {}, expected a start in [0, {}] ({} tokens, seq_len {})",
+        b, s, N - L - 1, N, L);
     const int64_t base = b * L;
     std::memcpy(tok + base, tokens.data() + s, L * sizeof(int32_t));
     std::memcpy(tgt + base, tokens.data() + s + 1, L * sizeof(int32_t));

@@ -40,11 +40,11 @@ struct PackingOptions {
 
 // One training (or validation) batch.
 struct Batch {
-  models::ForwardBatch input;     // tokens (T) i32, positions (T) i32, cu_seqlens (S+1) i32
-  Tensor targets;                 // (T) i32, ignore_index where masked
-  std::vector<int64_t> starts;    // (B) stream offset of each sample
+  models::ForwardBatch input;   // tokens (T) i32, positions (T) i32, cu_seqlens (S+1) i32
+  Tensor targets;               // (T) i32, ignore_index where masked
+  std::vector<int64_t> starts;  // (B) stream offset of each sample
   int64_t seq_len = 0;
-  int64_t num_targets = 0;        // targets != ignore_index (the loss denominator)
+  int64_t num_targets = 0;  // targets != ignore_index (the loss denominator)
 
   int64_t num_samples() const { return static_cast<int64_t>(starts.size()); }
   int64_t num_tokens() const { return num_samples() * seq_len; }

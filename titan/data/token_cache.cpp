@@ -1,10 +1,10 @@
 #include "titan/data/token_cache.h"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "titan/core/error.h"
@@ -39,13 +39,15 @@ uint64_t cache_fingerprint(const json& key, int64_t num_tokens, int64_t num_docs
 
 // Builds TokenDatasets (the friend of TokenDataset).
 struct TokenCacheAccess {
-  static std::shared_ptr<TokenDataset> make() { return std::shared_ptr<TokenDataset>(new TokenDataset()); }
+  static std::shared_ptr<TokenDataset> make() {
+    return std::shared_ptr<TokenDataset>(new TokenDataset());
+  }
 
   static void check_ids(std::span<const int32_t> ids, int32_t vocab_size, const std::string& what) {
     if (vocab_size <= 0) return;
     for (size_t i = 0; i < ids.size(); ++i)
-      TITAN_CHECK(ids[i] >= 0 && ids[i] < vocab_size, "{}: token {} at position {} is outside [0, {})",
-                  what, ids[i], i, vocab_size);
+      TITAN_CHECK(ids[i] >= 0 && ids[i] < vocab_size,
+                  "{}: token {} at position {} is outside [0, {})", what, ids[i], i, vocab_size);
   }
 
   // Joins tokenised documents (empty ones dropped) into ds's own buffers.
@@ -81,7 +83,8 @@ struct TokenCacheAccess {
   }
 
   // Maps a cache file; returns null (with the reason in *why) if it is not valid.
-  static std::shared_ptr<TokenDataset> read(const std::string& path, json* header, std::string* why) {
+  static std::shared_ptr<TokenDataset> read(const std::string& path, json* header,
+                                            std::string* why) {
     std::shared_ptr<MappedFile> map;
     try {
       map = MappedFile::open(path);
@@ -111,13 +114,15 @@ struct TokenCacheAccess {
       const auto nt = header->at("num_tokens").get<int64_t>();
       const auto nd = header->at("num_documents").get<int64_t>();
       const size_t data = (16 + jlen + kAlign - 1) / kAlign * kAlign;
-      if (nt <= 0 || nd <= 0 || n != data + 8 * static_cast<size_t>(nd + 1) + 4 * static_cast<size_t>(nt)) {
+      if (nt <= 0 || nd <= 0 ||
+          n != data + 8 * static_cast<size_t>(nd + 1) + 4 * static_cast<size_t>(nt)) {
         *why = fmt::format("size {} does not match {} documents and {} tokens", n, nd, nt);
         return nullptr;
       }
       auto ds = make();
       ds->offsets_ = {reinterpret_cast<const int64_t*>(p + data), static_cast<size_t>(nd + 1)};
-      ds->tokens_ = {reinterpret_cast<const int32_t*>(p + data + 8 * (nd + 1)), static_cast<size_t>(nt)};
+      ds->tokens_ = {reinterpret_cast<const int32_t*>(p + data + 8 * (nd + 1)),
+                     static_cast<size_t>(nt)};
       if (ds->offsets_.front() != 0 || ds->offsets_.back() != nt) {
         *why = "document offsets do not span the tokens";
         return nullptr;
@@ -177,8 +182,8 @@ std::shared_ptr<const TokenDataset> TokenDataset::from_documents(
     TokenCacheAccess::check_ids(docs[i], vocab_size,
                                 fmt::format("TokenDataset::from_documents: document {}", i));
   TokenCacheAccess::join(*ds, docs, separator_id);
-  TITAN_CHECK(ds->num_tokens() > 0, "TokenDataset::from_documents: no tokens ({} documents, all empty)",
-              docs.size());
+  TITAN_CHECK(ds->num_tokens() > 0,
+              "TokenDataset::from_documents: no tokens ({} documents, all empty)", docs.size());
   TokenDatasetInfo info;
   info.vocab_size = vocab_size;
   info.separator_id = separator_id;
@@ -200,8 +205,8 @@ std::string tokenizer_identity(const Tokenizer& tok) {
   }
   const std::vector<int32_t> probe = tok.encode(kProbe, /*parse_special=*/false);
   h = fnv1a64_bytes(probe.data(), probe.size() * sizeof(int32_t), h);
-  return fmt::format("{} V={} bos={} eos={} pad={} fp={}", tok.kind(), v, tok.bos_id(), tok.eos_id(),
-                     tok.pad_id(), hex64(h));
+  return fmt::format("{} V={} bos={} eos={} pad={} fp={}", tok.kind(), v, tok.bos_id(),
+                     tok.eos_id(), tok.pad_id(), hex64(h));
 }
 
 namespace {
@@ -220,15 +225,16 @@ std::shared_ptr<const TokenDataset> load_token_dataset(const DatasetSpec& spec, 
   namespace fs = std::filesystem;
   const std::string source = read_file(spec.path);
   const int32_t vocab = tok.vocab_size();
-  TITAN_CHECK(options.separator_id >= kSeparatorEos && options.separator_id < vocab,
-              "load_token_dataset {}: separator_id {} is outside the vocabulary [0, {}) (or -1 = none, "
-              "-2 = the tokenizer's EOS)",
-              spec.path, options.separator_id, vocab);
+  TITAN_CHECK(
+      options.separator_id >= kSeparatorEos && options.separator_id < vocab,
+      "load_token_dataset {}: separator_id {} is outside the vocabulary [0, {}) (or -1 = none, "
+      "-2 = the tokenizer's EOS)",
+      spec.path, options.separator_id, vocab);
   const int32_t sep = options.separator_id == kSeparatorEos ? tok.eos_id() : options.separator_id;
   const int32_t bos = options.add_bos ? tok.bos_id() : -1;
   TITAN_CHECK(!options.add_bos || bos >= 0,
-              "load_token_dataset {}: add_bos is set but the {} tokenizer has no BOS token", spec.path,
-              tok.kind());
+              "load_token_dataset {}: add_bos is set but the {} tokenizer has no BOS token",
+              spec.path, tok.kind());
 
   // What the tokens depend on, apart from the source bytes (-> the file name).
   json key = {
@@ -255,14 +261,17 @@ std::shared_ptr<const TokenDataset> load_token_dataset(const DatasetSpec& spec, 
   if (!options.cache_dir.empty()) {
     std::error_code ec;
     fs::create_directories(options.cache_dir, ec);
-    TITAN_CHECK(!ec && dir_exists(options.cache_dir), "load_token_dataset: cannot create cache directory {}: {}",
-                options.cache_dir, ec.message());
+    TITAN_CHECK(!ec && dir_exists(options.cache_dir),
+                "load_token_dataset: cannot create cache directory {}: {}", options.cache_dir,
+                ec.message());
     const std::string name = options.name.empty() ? default_name(spec, split) : options.name;
-    path = (fs::path(options.cache_dir) / fmt::format("{}.{}.tokens", name, hex64(name_hash))).string();
+    path = (fs::path(options.cache_dir) / fmt::format("{}.{}.tokens", name, hex64(name_hash)))
+               .string();
     if (file_exists(path)) {
       json header;
       std::string why;
-      if (auto ds = TokenCacheAccess::read(path, &header, &why); ds && header.at("key") == key) return ds;
+      if (auto ds = TokenCacheAccess::read(path, &header, &why); ds && header.at("key") == key)
+        return ds;
     }
   }
 
@@ -279,7 +288,8 @@ std::shared_ptr<const TokenDataset> load_token_dataset(const DatasetSpec& spec, 
   });
   auto ds = TokenCacheAccess::make();
   TokenCacheAccess::join(*ds, ids, sep);
-  TITAN_CHECK(ds->num_tokens() > 0, "dataset {}: the {} split has no tokens", spec.path, to_string(split));
+  TITAN_CHECK(ds->num_tokens() > 0, "dataset {}: the {} split has no tokens", spec.path,
+              to_string(split));
   TokenCacheAccess::check_ids(ds->tokens(), vocab, fmt::format("load_token_dataset {}", spec.path));
 
   TokenDatasetInfo info;

@@ -12,8 +12,8 @@
 //   auto tok = load_tokenizer("byte");
 //   TokenCacheOptions opt;
 //   opt.cache_dir = "cache";
-//   auto train = load_token_dataset(DatasetSpec::text_file("input.txt"), Split::train, 0.1, *tok, opt);
-//   train->tokens();   // span<const int32_t>, 1,003,854 tokens for tiny Shakespeare
+//   auto train = load_token_dataset(DatasetSpec::text_file("input.txt"), Split::train, 0.1, *tok,
+//   opt); train->tokens();   // span<const int32_t>, 1,003,854 tokens for tiny Shakespeare
 //
 // The cache file `<cache_dir>/<name>.<key>.tokens` is built once and reused:
 //   bytes 0..7   magic "TITANTOK"
@@ -68,14 +68,14 @@ struct TokenCacheOptions {
 
 // The header fields of a token dataset (what load_token_dataset read or wrote).
 struct TokenDatasetInfo {
-  std::string tokenizer;     // tokenizer identity
+  std::string tokenizer;  // tokenizer identity
   int32_t vocab_size = 0;
   std::string source;        // source path as given ("" for in-memory data)
   uint64_t source_hash = 0;  // XXH64 of the source bytes (xxhash64)
   int64_t source_bytes = 0;
-  std::string split;         // "train" | "validation" | "" (in-memory)
+  std::string split;  // "train" | "validation" | "" (in-memory)
   int32_t separator_id = -1;
-  int32_t bos_id = -1;       // prepended id, -1 = none
+  int32_t bos_id = -1;  // prepended id, -1 = none
   SplitRange split_range;
 };
 
@@ -102,8 +102,8 @@ class TokenDataset {
  private:
   friend struct TokenCacheAccess;
   TokenDataset() = default;
-  std::shared_ptr<MappedFile> map_;            // when loaded from a cache file
-  std::vector<int32_t> own_tokens_;            // otherwise
+  std::shared_ptr<MappedFile> map_;  // when loaded from a cache file
+  std::vector<int32_t> own_tokens_;  // otherwise
   std::vector<int64_t> own_offsets_;
   std::span<const int32_t> tokens_;
   std::span<const int64_t> offsets_;
