@@ -1,0 +1,352 @@
+// `titan generate`: text generation with the paged-KV-cache engine (titan/infer).
+//
+//   titan generate --llama2c stories260K.bin --tokenizer tok512.model --prompt "" --temperature 0
+//   titan generate --hf DIR --prompt "Hello" --max-tokens 64 --temperature 0.8 --top-p 0.95 --seed 1
+//   titan generate --checkpoint outputs/run/checkpoint/step-100 --prompt "ROMEO:"
+//   titan generate --hf DIR --input prompts.jsonl --output completions.jsonl
+//
+// --prompt streams the completion to stdout; --input/--output runs every line of a
+// JSONL file ({"prompt": "...", optional sampling fields}) through the engine at
+// once (continuous batching) and writes one line per completion, in input order,
+// atomically. A summary (prefill and decode tokens/s, time to first token,
+// inter-token latency) goes to stderr.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "titan/autograd/node.h"
+#include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/train_checkpoint.h"
+#include "titan/cli/command.h"
+#include "titan/config/resolve.h"
+#include "titan/config/toml_io.h"
+#include "titan/core/error.h"
+#include "titan/core/fs.h"
+#include "titan/core/thread_pool.h"
+#include "titan/infer/engine.h"
+#include "titan/infer/model_loader.h"
+#include "titan/train/trainer.h"
+
+namespace {
+
+using namespace titan;
+namespace fs = std::filesystem;
+
+struct GenerateArgs {
+  std::string checkpoint, hf, llama2c, tokenizer;
+  std::string prompt, input, output;
+  bool has_prompt = false;
+  int64_t max_tokens = 256;
+  double temperature = 1.0, top_p = 1.0, min_p = 0.0;
+  int top_k = 0, n = 1, logprobs = 0;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+  bool ignore_eos = false, no_prefix_caching = false, quiet = false;
+  int64_t kv_cache_bytes = int64_t{1} << 30, max_num_seqs = 64, max_num_batched_tokens = 2048;
+  int kv_block_size = kernels::cpu::kKvBlockSize;
+  int threads = 0;
+};
+
+// A `titan train` checkpoint: <dump>/<checkpoint.folder>/step-N/model.safetensors (titan
+// names), the run's config.toml in <dump>. dir is a step-N folder or the folder of them
+// (the newest valid one is taken).
+infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
+  std::string dir = dir_in;
+  if (!file_exists(dir + "/model.safetensors")) {
+    auto latest = CheckpointManager::latest(dir);
+    TITAN_CHECK(latest.has_value(), "--checkpoint {}: neither a step-N checkpoint nor a folder holding one", dir);
+    dir = *latest;
+  }
+  TITAN_CHECK(CheckpointManager::is_valid(dir), "--checkpoint {}: incomplete checkpoint (no valid MANIFEST.json)",
+              dir);
+  const fs::path dump = fs::absolute(fs::path(dir)).lexically_normal().parent_path().parent_path();
+  const std::string toml = (dump / "config.toml").string();
+  TITAN_CHECK(file_exists(toml), "--checkpoint {}: the run's config.toml is not at {}", dir, toml);
+  config::JobConfig job;
+  config::apply_toml_file(job, toml);
+  infer::LoadedModel out;
+  const std::string tp = job.model.tokenizer_path.empty() ? std::string("byte")
+                                                          : config::resolve_data_path(job.model.tokenizer_path);
+  out.tokenizer = data::load_tokenizer(tp);
+  out.model = std::make_unique<models::Decoder>(train::model_config_from_job(job, out.tokenizer->vocab_size()));
+  TensorMap w = load_safetensors(dir + "/model.safetensors");
+  {
+    autograd::NoGradGuard ng;
+    for (auto& [name, p] : out.model->named_parameters()) {
+      auto it = w.find(name);
+      TITAN_CHECK(it != w.end(), "--checkpoint {}: model tensor '{}' missing", dir, name);
+      TITAN_CHECK(it->second.shape() == p.shape(), "--checkpoint {}: '{}' has shape {}, the model expects {}", dir,
+                  name, shape_str(it->second.shape()), shape_str(p.shape()));
+      Tensor dst = p;
+      dst.copy_(it->second);
+    }
+  }
+  if (out.tokenizer->eos_id() >= 0) out.eos_token_ids.push_back(out.tokenizer->eos_id());
+  out.description = fmt::format("titan checkpoint {} ({} {} params, config {})", dir, job.model.name,
+                                out.model->num_parameters(), toml);
+  return out;
+}
+
+infer::LoadedModel load_model(const GenerateArgs& a) {
+  const int given = !a.checkpoint.empty() + !a.hf.empty() + !a.llama2c.empty();
+  TITAN_CHECK(given == 1, "generate: give exactly one of --checkpoint, --hf, --llama2c (got {})", given);
+  if (!a.llama2c.empty()) {
+    TITAN_CHECK(!a.tokenizer.empty(), "generate: --llama2c needs --tokenizer (e.g. tok512.model)");
+    return infer::load_llama2c_model(a.llama2c, a.tokenizer);
+  }
+  if (!a.hf.empty()) return infer::load_hf_model(a.hf);
+  return load_train_checkpoint(a.checkpoint);
+}
+
+infer::SamplingParams params_from_args(const GenerateArgs& a, const infer::LoadedModel& m) {
+  infer::SamplingParams p;
+  p.n = a.n;
+  p.temperature = a.temperature;
+  p.top_p = a.top_p;
+  p.top_k = a.top_k;
+  p.min_p = a.min_p;
+  p.max_tokens = a.max_tokens;
+  if (a.seed >= 0) p.seed = static_cast<uint64_t>(a.seed);
+  p.stop = a.stop;
+  p.stop_token_ids = m.stop_token_ids;
+  p.ignore_eos = a.ignore_eos;
+  p.logprobs = a.logprobs;
+  return p;
+}
+
+// Sampling fields of one input line over the command-line defaults.
+infer::SamplingParams params_from_json(const nlohmann::json& j, infer::SamplingParams p, const std::string& where) {
+  try {
+    if (j.contains("n")) p.n = j.at("n").get<int>();
+    if (j.contains("max_tokens")) p.max_tokens = j.at("max_tokens").get<int64_t>();
+    if (j.contains("temperature")) p.temperature = j.at("temperature").get<double>();
+    if (j.contains("top_p")) p.top_p = j.at("top_p").get<double>();
+    if (j.contains("top_k")) p.top_k = j.at("top_k").get<int>();
+    if (j.contains("min_p")) p.min_p = j.at("min_p").get<double>();
+    if (j.contains("seed")) p.seed = j.at("seed").get<uint64_t>();
+    if (j.contains("logprobs")) p.logprobs = j.at("logprobs").get<int>();
+    if (j.contains("ignore_eos")) p.ignore_eos = j.at("ignore_eos").get<bool>();
+    if (j.contains("stop")) {
+      const auto& s = j.at("stop");
+      p.stop = s.is_string() ? std::vector<std::string>{s.get<std::string>()} : s.get<std::vector<std::string>>();
+    }
+    if (j.contains("stop_token_ids")) {
+      auto ids = j.at("stop_token_ids").get<std::vector<int32_t>>();
+      p.stop_token_ids.insert(p.stop_token_ids.end(), ids.begin(), ids.end());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: bad sampling field: {}", where, e.what());
+  }
+  return p;
+}
+
+std::vector<int32_t> encode_prompt(const infer::LoadedModel& m, const std::string& text) {
+  std::vector<int32_t> ids;
+  if (m.bos_id >= 0) ids.push_back(m.bos_id);
+  m.tokenizer->encode_append(text, true, ids);
+  return ids;
+}
+
+// Prefill tokens/s over the steps that computed prompt tokens; decode tokens/s over the
+// decode-only steps; inter-token latency = mean decode-only step time (each such step
+// gives every running stream one token); time to first token from arrival.
+void print_summary(const infer::Engine& e, const std::vector<infer::RequestMetrics>& ms, int64_t prompt_tokens,
+                   int64_t gen_tokens, double wall_s) {
+  const auto& st = e.stats();
+  double ttft = 0;
+  int n_ttft = 0;
+  for (const auto& m : ms)
+    if (m.first_token_time >= 0) {
+      ttft += m.first_token_time - m.arrival_time;
+      ++n_ttft;
+    }
+  const double prefill_tps = st.prefill_step_s > 0 ? st.prefill_tokens / st.prefill_step_s : 0;
+  const double decode_tps = st.decode_step_s > 0 ? st.decode_only_tokens / st.decode_step_s : 0;
+  const double itl_ms = st.decode_steps > 0 ? 1e3 * st.decode_step_s / st.decode_steps : 0;
+  fmt::print(stderr,
+             "--- {} request(s): {} prompt + {} generated tokens in {:.3f} s | prefill {:.1f} tok/s | decode {:.1f} "
+             "tok/s | time to first token {:.1f} ms | inter-token latency {:.2f} ms | {} steps, {} preemptions, {} "
+             "prefix-cached tokens | KV pool {} blocks x {} tokens ({:.1f} MiB) ---\n",
+             ms.size(), prompt_tokens, gen_tokens, wall_s, prefill_tps, decode_tps, n_ttft ? 1e3 * ttft / n_ttft : 0.0,
+             itl_ms, st.steps, st.preemptions, st.cached_prompt_tokens, e.num_kv_blocks(), e.config().block_size,
+             static_cast<double>(e.kv_cache_bytes()) / (1 << 20));
+}
+
+}  // namespace
+
+namespace {
+
+int run_prompt(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine& engine) {
+  const std::vector<int32_t> ids = encode_prompt(m, a.prompt);
+  const infer::SamplingParams params = params_from_args(a, m);
+  params.validate();  // before anything is printed
+  const auto t0 = std::chrono::steady_clock::now();
+  engine.add_request(ids, params);
+  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  std::fflush(stdout);
+  std::vector<infer::CompletionOutput> done;
+  infer::RequestMetrics metrics;
+  while (engine.has_unfinished()) {
+    for (infer::RequestOutput& o : engine.step()) {
+      for (infer::CompletionOutput& c : o.outputs) {
+        if (a.n == 1 && !c.new_text.empty()) {
+          std::fwrite(c.new_text.data(), 1, c.new_text.size(), stdout);
+          std::fflush(stdout);
+        }
+        if (c.finished()) done.push_back(std::move(c));
+      }
+      metrics = o.metrics;
+    }
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::sort(done.begin(), done.end(), [](auto& x, auto& y) { return x.index < y.index; });
+  int64_t gen = 0;
+  for (const auto& c : done) {
+    TITAN_CHECK(c.finish_reason != infer::FinishReason::error, "generate: {}", c.error);
+    if (a.n > 1) fmt::print("\n--- sample {} ({}) ---\n{}{}", c.index, infer::finish_reason_name(c.finish_reason),
+                            a.prompt, c.text);
+    gen += static_cast<int64_t>(c.token_ids.size());
+  }
+  fmt::print("\n");
+  std::fflush(stdout);
+  if (!a.quiet) print_summary(engine, {metrics}, static_cast<int64_t>(ids.size()), gen, wall);
+  return 0;
+}
+
+int run_jsonl(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine& engine) {
+  TITAN_CHECK(!a.output.empty(), "generate: --input needs --output FILE");
+  std::ifstream in(a.input);
+  TITAN_CHECK(in.good(), "generate: cannot open --input {}", a.input);
+  const infer::SamplingParams defaults = params_from_args(a, m);
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<infer::SamplingParams> params;
+  std::vector<nlohmann::json> prompt_text;
+  std::string line;
+  for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", a.input, lineno);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: invalid JSON: {}", where, e.what());
+    }
+    TITAN_CHECK(j.is_object(), "{}: expected a JSON object, got {}", where, j.type_name());
+    if (j.contains("prompt")) {
+      TITAN_CHECK(j["prompt"].is_string(), "{}: \"prompt\" must be a string", where);
+      prompts.push_back(encode_prompt(m, j["prompt"].get<std::string>()));
+      prompt_text.push_back(j["prompt"]);
+    } else if (j.contains("prompt_token_ids")) {
+      try {
+        prompts.push_back(j["prompt_token_ids"].get<std::vector<int32_t>>());
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}: \"prompt_token_ids\" must be a list of integers: {}", where, e.what());
+      }
+      prompt_text.push_back(nullptr);
+    } else {
+      fail("{}: expected a \"prompt\" (string) or \"prompt_token_ids\" (list) field", where);
+    }
+    params.push_back(params_from_json(j, defaults, where));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<infer::RequestOutput> outs = engine.generate(prompts, params);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  AtomicFileWriter w(a.output);
+  int64_t prompt_tokens = 0, gen = 0, errors = 0, lines = 0;
+  std::vector<infer::RequestMetrics> ms;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ms.push_back(outs[i].metrics);
+    prompt_tokens += static_cast<int64_t>(prompts[i].size());
+    for (const infer::CompletionOutput& c : outs[i].outputs) {
+      nlohmann::json o;
+      o["prompt"] = prompt_text[i];
+      o["completion"] = c.text;
+      o["prompt_token_ids"] = prompts[i];
+      o["token_ids"] = c.token_ids;
+      o["logprobs"] = c.logprobs;
+      o["finish_reason"] = infer::finish_reason_name(c.finish_reason);
+      if (params[i].n > 1) o["index"] = c.index;
+      if (!c.stop_reason.empty()) o["stop_reason"] = c.stop_reason;
+      if (!c.error.empty()) o["error"] = c.error;
+      if (!c.top_logprobs.empty()) {
+        nlohmann::json tl = nlohmann::json::array();
+        for (const auto& pos : c.top_logprobs) {
+          nlohmann::json row = nlohmann::json::array();
+          for (const auto& [id, lp] : pos) row.push_back({id, lp});
+          tl.push_back(row);
+        }
+        o["top_logprobs"] = tl;
+      }
+      w.write(o.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      gen += static_cast<int64_t>(c.token_ids.size());
+      errors += c.finish_reason == infer::FinishReason::error;
+      ++lines;
+    }
+  }
+  w.commit();
+  if (!a.quiet) {
+    fmt::print(stderr, "wrote {} completion(s) of {} prompt(s) to {}{}\n", lines,
+               prompts.size(), a.output, errors ? fmt::format(" ({} with finish_reason \"error\")", errors) : "");
+    print_summary(engine, ms, prompt_tokens, gen, wall);
+  }
+  return 0;
+}
+
+void setup_generate(CLI::App& app, std::function<int()>& run) {
+  auto a = std::make_shared<GenerateArgs>();
+  app.add_option("--checkpoint", a->checkpoint, "titan train checkpoint: a step-N folder or the folder of them");
+  app.add_option("--hf", a->hf, "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
+  app.add_option("--llama2c", a->llama2c, "llama2.c legacy model.bin (needs --tokenizer)");
+  app.add_option("--tokenizer", a->tokenizer, "tokenizer for --llama2c (SentencePiece .model)");
+  auto* prompt = app.add_option("--prompt", a->prompt, "prompt text (may be empty); the completion is streamed");
+  app.add_option("--input", a->input, "JSONL of {\"prompt\": ..., optional sampling fields} (batch mode)");
+  app.add_option("--output", a->output, "JSONL of completions, in input order (batch mode)");
+  app.add_option("--max-tokens", a->max_tokens, "most generated tokens per sample")->capture_default_str();
+  app.add_option("--temperature", a->temperature, "sampling temperature; 0 = greedy")->capture_default_str();
+  app.add_option("--top-p", a->top_p, "nucleus sampling mass in (0, 1]")->capture_default_str();
+  app.add_option("--top-k", a->top_k, "sample among the k most likely tokens; 0 = off")->capture_default_str();
+  app.add_option("--min-p", a->min_p, "drop tokens below min_p x the top probability")->capture_default_str();
+  app.add_option("--seed", a->seed, "sampling seed (default: derived from the engine seed 0 per request)");
+  app.add_option("--n", a->n, "samples per prompt")->capture_default_str();
+  app.add_option("--stop", a->stop, "stop string (repeatable)");
+  app.add_option("--logprobs", a->logprobs, "also return the top-N logprobs per token (JSONL output)");
+  app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at EOS");
+  app.add_option("--kv-cache-bytes", a->kv_cache_bytes, "KV pool size in bytes")->capture_default_str();
+  app.add_option("--kv-block-size", a->kv_block_size, "tokens per KV block (trainer parity needs the default)")
+      ->capture_default_str();
+  app.add_option("--max-num-seqs", a->max_num_seqs, "most sequences per engine step")->capture_default_str();
+  app.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget per engine step")
+      ->capture_default_str();
+  app.add_flag("--no-prefix-caching", a->no_prefix_caching, "share KV blocks only between samples of one prompt");
+  app.add_option("--threads", a->threads, "worker threads (default: TITAN_NUM_THREADS or all cores)");
+  app.add_flag("--quiet", a->quiet, "no summary on stderr");
+  run = [a, prompt]() -> int {
+    a->has_prompt = prompt->count() > 0;
+    TITAN_CHECK(a->has_prompt != !a->input.empty(), "generate: give either --prompt TEXT or --input FILE");
+    if (a->threads > 0) set_num_threads(a->threads);
+    infer::LoadedModel m = load_model(*a);
+    if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);
+    infer::EngineConfig ec;
+    ec.kv_cache_bytes = a->kv_cache_bytes;
+    ec.block_size = a->kv_block_size;
+    ec.max_num_seqs = a->max_num_seqs;
+    ec.max_num_batched_tokens = a->max_num_batched_tokens;
+    ec.enable_prefix_caching = !a->no_prefix_caching;
+    ec.eos_token_ids = m.eos_token_ids;
+    infer::Engine engine(*m.model, m.tokenizer.get(), ec);
+    return a->has_prompt ? run_prompt(*a, m, engine) : run_jsonl(*a, m, engine);
+  };
+}
+
+}  // namespace
+TITAN_REGISTER_COMMAND(generate, "Generate text with the paged-KV-cache engine (streaming or JSONL batch)",
+                       setup_generate);

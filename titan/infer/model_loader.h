@@ -1,0 +1,38 @@
+// Loading a model + tokenizer for generation from the published formats:
+//   - a llama2.c legacy model.bin + a SentencePiece tokenizer (load_llama2c: HF-named
+//     weights with q/k permuted for rotate-half RoPE) -> models::config_from_hf ->
+//     Decoder + load_hf_state_dict;
+//   - a Hugging Face directory: config.json, model.safetensors (or a sharded index),
+//     tokenizer.json.
+// (Training checkpoints of `titan train` are loaded by the generate command, which
+// reads the run's config.toml.)
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/data/tokenizer.h"
+#include "titan/models/common/decoder.h"
+
+namespace titan::infer {
+
+struct LoadedModel {
+  std::unique_ptr<models::Decoder> model;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  int32_t bos_id = -1;                  // prepended to every prompt when >= 0
+  std::vector<int32_t> eos_token_ids;   // end of generation
+  std::vector<int32_t> stop_token_ids;  // further stop tokens of the format (llama2.c: BOS)
+  std::string description;              // one line: what was loaded
+};
+
+// llama2.c model.bin + tokenizer (tok512.model). BOS (1) is prepended and also stops
+// generation, as llama2.c's run.c does; EOS is 2. Throws titan::Error naming the file.
+LoadedModel load_llama2c_model(const std::string& bin_path, const std::string& tokenizer_path);
+
+// HF directory (config.json, model.safetensors[.index.json], tokenizer.json).
+// Llama prompts get the tokenizer's BOS; EOS ids come from config.json (and the
+// tokenizer). Throws titan::Error naming the file, tensor or field.
+LoadedModel load_hf_model(const std::string& dir);
+
+}  // namespace titan::infer
