@@ -85,7 +85,7 @@ TEST(Config, ShakespeareCharRecipe) {
   tc::JobConfig c = tc::make_recipe("shakespeare_char");
   EXPECT_EQ(c.training.dataset_path, "tinyshakespeare/input.txt");
   EXPECT_EQ(c.model.tokenizer_path, "");  // bytes
-  EXPECT_EQ(c.model.vocab_size, 256);
+  EXPECT_EQ(c.model.vocab_size, 0);  // the byte tokenizer's 259
   EXPECT_EQ(c.validation.split_fraction, 0.1);
   EXPECT_EQ(c.training.seq_len, 64);
   EXPECT_EQ(c.training.local_batch_size, 12);
