@@ -93,6 +93,61 @@ TEST(Sampler, MatchesExactDistributions) {
   check_distribution(make(1.3, 0.7, 6, 0.1));
 }
 
+// Running sums r_i of sampler.h: double sums in blocks of 64 (in order inside a block),
+// plus the previous blocks' totals summed in order.
+std::vector<double> running_sums(const std::vector<float>& v) {
+  std::vector<double> r(v.size());
+  double A = 0;
+  for (size_t b = 0; b < v.size(); b += 64) {
+    double s = 0;
+    for (size_t i = b; i < std::min(v.size(), b + 64); ++i) r[i] = A + (s += v[i]);
+    A += s;
+  }
+  return r;
+}
+
+// The nucleus of a flat row (thousands of tokens, so the radix full sort runs) with
+// tied probabilities: sample_token must draw exactly as the definition in sampler.h,
+// written here with std::stable_sort and plain loops.
+TEST(Sampler, TopPOnFlatRowsFollowsTheDefinitionExactly) {
+  const int64_t V = 6000;
+  std::vector<float> x(V);
+  for (int64_t j = 0; j < V; ++j) x[j] = static_cast<float>(std::round(std::sin(j * 0.7) * 40) / 100);  // ties
+  for (double top_p : {0.95, 0.5, 0.02, 1.0}) {
+    const SamplingParams sp = make(0.8, top_p);
+    const float inv_t = static_cast<float>(1.0 / sp.temperature);
+    std::vector<float> z(V), p(V);
+    for (int64_t j = 0; j < V; ++j) z[j] = x[j] * inv_t;
+    kernels::cpu::softmax_fwd(p.data(), z.data(), 1, V);
+    std::vector<int32_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    if (top_p < 1) std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+    std::vector<float> sorted(V);
+    for (int64_t i = 0; i < V; ++i) sorted[i] = p[order[i]];
+    const std::vector<double> r = running_sums(sorted);
+    int64_t cut = V;
+    if (top_p < 1) {
+      const double goal = top_p * running_sums(p).back();
+      for (int64_t i = 0; i < V; ++i)
+        if (r[i] >= goal) {
+          cut = i + 1;
+          break;
+        }
+    }
+    SamplerScratch s;
+    for (int pos = 0; pos < 300; ++pos) {
+      const double target = philox_uniform(4, pos, 0) * r[cut - 1];
+      int32_t want = order[cut - 1];
+      for (int64_t i = 0; i < cut; ++i)
+        if (r[i] > target) {
+          want = order[i];
+          break;
+        }
+      ASSERT_EQ(sample_token(x.data(), V, sp, 4, 0, pos, s), want) << "top_p " << top_p << " position " << pos;
+    }
+  }
+}
+
 TEST(Sampler, GreedyIsArgmaxWithTiesToLowerId) {
   const std::vector<float> x = {0.1f, 3.0f, -2.0f, 3.0f, 2.9f};
   SamplerScratch s;

@@ -11,10 +11,12 @@
 //   min-p: keep j with p_j >= min_p · max p;
 //   top-k: keep the k most likely (ties: lower id first);
 //   top-p: of what is left, sorted by (p desc, id asc), keep the shortest prefix whose
-//          mass reaches top_p · (mass left) (Holtzman et al., 2020);
+//          running mass reaches top_p · (mass left) (Holtzman et al., 2020);
 //   draw: inverse CDF over the kept tokens (in id order when no filter is on, else in
 //         sorted order) with u = philox_uniform(seed, position, sample index):
-//         the first token whose running double sum exceeds u · (kept mass).
+//         the first token whose running mass exceeds u · (kept mass).
+// Running masses are double sums in blocks of 64 tokens (within a block in order,
+// then block totals in order): a fixed order, independent of anything but the row.
 // temperature == 0: argmax of the logits, ties to the lower id.
 #pragma once
 #include <cstdint>
@@ -27,7 +29,9 @@ namespace titan::infer {
 // Reusable buffers of sample_token (one per thread).
 struct SamplerScratch {
   std::vector<float> z, p;
-  std::vector<int32_t> cand;
+  std::vector<int32_t> cand, ids, tmp;
+  std::vector<double> sums;
+  std::vector<uint32_t> keys, ktmp;
 };
 
 // Uniform double in [0, 1) with 53 random bits from Philox 4x32-10 keyed by seed,
