@@ -1,0 +1,64 @@
+// The RL tasks by name: everything a rollouter needs for one experiment (TitanRL's
+// Rollouter = train/validation datasets + MessageEnv + Rubric), plus reference
+// replies for SFT demonstrations.
+//
+//   TaskSpec t = make_task("gsm8k", {{"seed", 7}});
+//   TaskDataset train(t.train, /*seed=*/7);
+//   TaskSample s = train.next();
+//   std::unique_ptr<MessageEnv> env = t.make_env();
+//   Rollout r = run_episode(*env, s, generate, {.max_turns = t.max_turns});
+//   t.rubric.score(r);
+//   std::vector<ChatMessage> demo = t.demonstration(s);   // prompt + correct replies
+//
+// Names and config keys (a JSON object; unknown keys are a titan::Error):
+//   alphabet_sort  AlphabetSortConfig keys (seed, num_samples, min_turns, max_turns,
+//                  min_names, max_names, min_new_names, max_new_names,
+//                  similarity_power, similarity) + num_validation (default 256):
+//                  train/validation = a seeded split of the generated set.
+//                  Reward "alphabet_sort" (weight 1).
+//   gsm8k          train_path, validation_path (default: shared data
+//                  gsm8k/train.jsonl and gsm8k/test.jsonl), instruction,
+//                  system_prompt. Reward "gsm8k_correct" (weight 1).
+//   mbpp           path (default shared mbpp/mbpp.jsonl), train_splits
+//                  (default ["train"]), validation_splits (default ["validation"]),
+//                  system_prompt + CodeExecConfig keys. Reward "tests_passed".
+//   humaneval      path (default shared HumanEval.jsonl), num_validation (default
+//                  32, seeded split with seed split_seed, default 0),
+//                  system_prompt + CodeExecConfig keys. Reward "tests_passed".
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "titan/rl/env.h"
+#include "titan/rl/rubric.h"
+#include "titan/rl/task.h"
+
+namespace titan::rl {
+
+struct TaskSpec {
+  std::string name;
+  std::shared_ptr<const SampleSource> train;
+  std::shared_ptr<const SampleSource> validation;
+  EnvFactory make_env;
+  Rubric rubric;
+  int max_turns = 1;  // the most assistant turns a sample can need (EpisodeLimits::max_turns)
+  std::function<std::vector<std::string>(const TaskSample&)> reference_replies;
+
+  // The sample's conversation with the reference reply in every assistant turn:
+  // the environment run with the reference replies (an SFT demonstration).
+  // Throws titan::Error when that episode does not complete.
+  std::vector<ChatMessage> demonstration(const TaskSample& sample) const;
+};
+
+// Throws titan::Error for an unknown name (listing the known ones), bad config keys
+// or values, and unreadable data files.
+TaskSpec make_task(std::string_view name, const nlohmann::json& config = nlohmann::json::object());
+
+std::vector<std::string> task_names();
+
+}  // namespace titan::rl
