@@ -1,0 +1,186 @@
+// Generator benchmark: the paged-KV-cache engine (titan/infer) on the llama3 `small`
+// flavor (dim 512, 8 layers, 8/4 heads, Dh 64, F 1536, vocab 32000, tied; 41.0 M
+// params, 164 MB fp32) with random weights, 2 threads. Results: docs/benchmarks.md,
+// "Generator".
+//
+//   build-*/bench/engine_bench [--benchmark_filter=...]
+//
+// Benchmarks (tok/s counters are tokens per second of wall time):
+//   Decode/B        one engine step = one decode token for each of B running
+//                   sequences (context ~100-150 tokens; temperature 1, no top-p/top-k).
+//                   weight_GB/s = bytes of all weights (incl. the LM head, read once
+//                   more by the logprob GEMM) streamed per step / step time.
+//   Decode/B/logits_lp   the same with EngineConfig.logprobs_from_hidden = false
+//                   (sampled logprobs from the sampling logits: one LM-head GEMM less).
+//   Prefill512      one 512-token prompt (prefix caching off), max_tokens 1.
+//   SampleRow/k     one sample_token call on a flat 32000-token row: temperature only,
+//                   top-p 0.95, top-k 50 (1 thread).
+//   Concurrent64    64 requests (prompts 32-160 tokens, 32-64 new tokens each) through
+//                   one engine (continuous batching) vs one request at a time.
+// Every benchmark reports the process's peak RSS next to weights + KV pool bytes.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "titan/core/philox.h"
+#include "titan/core/thread_pool.h"
+#include "titan/infer/engine.h"
+#include "titan/infer/sampler.h"
+#include "titan/models/family.h"
+
+namespace {
+
+using namespace titan;
+using namespace titan::infer;
+
+constexpr int64_t kKvPoolBytes = int64_t{256} << 20;
+
+const models::Decoder& small_model() {
+  static std::unique_ptr<models::Decoder> m = [] {
+    auto d = std::make_unique<models::Decoder>(models::flavor("llama3", "small"));
+    d->init_weights(0);
+    return d;
+  }();
+  return *m;
+}
+
+double weight_bytes() { return static_cast<double>(small_model().num_parameters()) * 4.0; }
+
+double peak_rss_mib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+std::vector<int32_t> prompt(int64_t n, uint64_t seed) {
+  std::vector<int32_t> t(n);
+  for (int64_t i = 0; i < n; ++i) t[i] = 1 + static_cast<int32_t>(philox_draw(seed, i)[0] % 31999);
+  return t;
+}
+
+EngineConfig engine_config(bool logprobs_from_hidden = true) {
+  EngineConfig ec;
+  ec.kv_cache_bytes = kKvPoolBytes;
+  ec.max_num_seqs = 64;
+  ec.max_num_batched_tokens = 2048;
+  ec.enable_prefix_caching = false;
+  ec.logprobs_from_hidden = logprobs_from_hidden;
+  return ec;
+}
+
+// RL-style sampling (temperature 1, no top-p/top-k: on-policy samples). On these
+// random-weight (flat) rows a top-p filter would radix-sort all 32000 tokens per row.
+SamplingParams sampling(int64_t max_tokens, uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 1.0;
+  p.max_tokens = max_tokens;
+  p.seed = seed;
+  return p;
+}
+
+void memory_counters(benchmark::State& state, const Engine& e) {
+  state.counters["peak_rss_MiB"] = peak_rss_mib();
+  state.counters["weights_MiB"] = weight_bytes() / (1 << 20);
+  state.counters["kv_pool_MiB"] = static_cast<double>(e.kv_cache_bytes()) / (1 << 20);
+}
+
+void BM_Decode(benchmark::State& state) {
+  const int64_t B = state.range(0);
+  const bool from_hidden = state.range(1) != 0;
+  Engine e(small_model(), nullptr, engine_config(from_hidden));
+  for (int64_t i = 0; i < B; ++i) e.add_request(prompt(96, i), sampling(100000, i));
+  while (e.stats().decode_tokens < B) e.step();  // every sequence prefilled and decoding
+  const EngineStats before = e.stats();
+  for (auto _ : state) e.step();
+  const double steps = static_cast<double>(state.iterations());
+  const EngineStats& after = e.stats();
+  state.counters["fwd_ms"] = 1e3 * (after.forward_s - before.forward_s) / steps;
+  state.counters["logits_ms"] = 1e3 * (after.logits_s - before.logits_s) / steps;
+  state.counters["sample_lp_ms"] = 1e3 * (after.sample_s - before.sample_s) / steps;
+  state.counters["tok/s"] = benchmark::Counter(steps * B, benchmark::Counter::kIsRate);
+  const double lm_head = 32000.0 * 512 * 4;
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(steps * (weight_bytes() + (from_hidden ? lm_head : 0)) / 1e9, benchmark::Counter::kIsRate);
+  memory_counters(state, e);
+}
+BENCHMARK(BM_Decode)->Args({1, 1})->Args({8, 1})->Args({64, 1})->Args({64, 0})->Args({1, 0})
+    ->Iterations(48)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Prefill512(benchmark::State& state) {
+  Engine e(small_model(), nullptr, engine_config());
+  SamplingParams p = sampling(1, 1);
+  uint64_t i = 0;
+  for (auto _ : state) e.generate({prompt(512, 1000 + i++)}, p);
+  state.counters["tok/s"] = benchmark::Counter(512.0 * state.iterations(), benchmark::Counter::kIsRate);
+  memory_counters(state, e);
+}
+BENCHMARK(BM_Prefill512)->Iterations(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Concurrent64(benchmark::State& state) {
+  const bool batched = state.range(0) != 0;
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<SamplingParams> params;
+  int64_t gen = 0;
+  for (int i = 0; i < 64; ++i) {
+    prompts.push_back(prompt(32 + (i * 37) % 129, 5000 + i));
+    params.push_back(sampling(32 + (i * 13) % 33, i));
+    gen += params.back().max_tokens;
+  }
+  double steps = 0;
+  for (auto _ : state) {
+    Engine e(small_model(), nullptr, engine_config());
+    if (batched) {
+      e.generate(prompts, params);
+    } else {
+      for (size_t i = 0; i < prompts.size(); ++i) e.generate({prompts[i]}, {params[i]});
+    }
+    steps = static_cast<double>(e.stats().steps);
+    memory_counters(state, e);
+  }
+  state.counters["gen_tok/s"] = benchmark::Counter(static_cast<double>(gen) * state.iterations(),
+                                                   benchmark::Counter::kIsRate);
+  state.counters["steps"] = steps;
+}
+BENCHMARK(BM_Concurrent64)->Arg(1)->Arg(0)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+// One sampler call on a flat 32000-token row (logits ~ N(0, 0.5²), like the random-
+// weight model's): 0 = temperature only, 1 = top-p 0.95 (radix-sorts the row),
+// 2 = top-k 50. One thread.
+void BM_SampleRow(benchmark::State& state) {
+  const int64_t V = 32000;
+  std::vector<float> x(V);
+  for (int64_t j = 0; j < V; ++j) {
+    const auto r = philox_draw(1, static_cast<uint64_t>(j));
+    x[j] = box_muller(r[0], r[1]) * 0.5f;
+  }
+  SamplingParams p;
+  p.temperature = 0.8;
+  if (state.range(0) == 1) p.top_p = 0.95;
+  if (state.range(0) == 2) p.top_k = 50;
+  SamplerScratch s;
+  const int nt = num_threads();
+  set_num_threads(1);
+  int64_t pos = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(sample_token(x.data(), V, p, 1, 0, pos++, s));
+  set_num_threads(nt);
+}
+BENCHMARK(BM_SampleRow)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  titan::set_num_threads(2);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::printf("model: llama3 small, %lld params (%.1f MB fp32), KV pool %lld MiB, threads %d\n",
+              static_cast<long long>(small_model().num_parameters()), weight_bytes() / 1e6,
+              static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
