@@ -186,7 +186,9 @@ TEST_P(SandboxContainment, ForkBombIsContained) {
       lim);
   EXPECT_FALSE(r.ok());
   EXPECT_TRUE(r.timed_out) << r.describe();
-  if (geteuid() == 0) EXPECT_EQ(processes_of_sandbox_uid(r), 0);
+  if (geteuid() == 0) {
+    EXPECT_EQ(processes_of_sandbox_uid(r), 0);
+  }
   // Nothing of the sandbox uid survives: a new run can start processes at once.
   SandboxResult again = py("import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\nprint('ok')\n");
   EXPECT_TRUE(again.ok()) << again.describe() << again.stderr_text;
@@ -209,7 +211,9 @@ TEST_P(SandboxContainment, DaemonisedChildDoesNotOutliveTheRun) {
   EXPECT_TRUE(r.ok()) << r.describe();
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.wall_s, 4.0);
-  if (geteuid() == 0) EXPECT_EQ(processes_of_sandbox_uid(r), 0) << "the setsid child survived";
+  if (geteuid() == 0) {
+    EXPECT_EQ(processes_of_sandbox_uid(r), 0) << "the setsid child survived";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, SandboxContainment, ::testing::Values(true, false),

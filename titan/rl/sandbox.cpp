@@ -254,7 +254,9 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
   for (const SandboxFile& f : files) {
     std::ofstream out(workdir + "/" + f.name, std::ios::binary);
     out << f.content;
-    if (!out.good()) {
+    out.close();
+    // Readable by the sandbox uid whatever this process's umask.
+    if (!out.good() || chmod((workdir + "/" + f.name).c_str(), 0644) != 0) {
       res.error = fmt::format("cannot write {}/{}", workdir, f.name);
       return res;
     }
