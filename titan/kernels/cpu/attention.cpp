@@ -123,9 +123,12 @@ void attention_varlen_bwd(float* dq, float* dk, float* dv, float* dsinks, const 
                  H, Hkv, Dh, p);
 }
 
-void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v,
-                    const int32_t* slot_mapping, int64_t T, int Hkv, int Dh, int64_t num_blocks,
-                    int block_size) {
+namespace {
+// Argument checks shared by both slot-index widths of kv_cache_write.
+template <typename Slot>
+void check_cache_write(float* k_cache, float* v_cache, const float* k, const float* v,
+                       const Slot* slot_mapping, int64_t T, int Hkv, int Dh, int64_t num_blocks,
+                       int block_size) {
   const char* fn = "kv_cache_write";
   check_heads(fn, T, Hkv, Dh);
   check_block_size(fn, block_size);
@@ -134,6 +137,13 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float*
              {{"k_cache", k_cache}, {"v_cache", v_cache}, {"k", k}, {"v", v},
               {"slot_mapping", slot_mapping}});
   check_slots(fn, slot_mapping, T, num_blocks, block_size);
+}
+}  // namespace
+
+void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v,
+                    const int32_t* slot_mapping, int64_t T, int Hkv, int Dh, int64_t num_blocks,
+                    int block_size) {
+  check_cache_write(k_cache, v_cache, k, v, slot_mapping, T, Hkv, Dh, num_blocks, block_size);
   TITAN_DISPATCH(attn_cache_write_i32, k_cache, v_cache, k, v, slot_mapping, T, Hkv, Dh,
                  block_size);
 }
@@ -141,14 +151,7 @@ void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float*
 void kv_cache_write(float* k_cache, float* v_cache, const float* k, const float* v,
                     const int64_t* slot_mapping, int64_t T, int Hkv, int Dh, int64_t num_blocks,
                     int block_size) {
-  const char* fn = "kv_cache_write";
-  check_heads(fn, T, Hkv, Dh);
-  check_block_size(fn, block_size);
-  TITAN_CHECK(num_blocks >= 1, "{}: num_blocks must be >= 1, got {}", fn, num_blocks);
-  check_ptrs(fn, T,
-             {{"k_cache", k_cache}, {"v_cache", v_cache}, {"k", k}, {"v", v},
-              {"slot_mapping", slot_mapping}});
-  check_slots(fn, slot_mapping, T, num_blocks, block_size);
+  check_cache_write(k_cache, v_cache, k, v, slot_mapping, T, Hkv, Dh, num_blocks, block_size);
   TITAN_DISPATCH(attn_cache_write_i64, k_cache, v_cache, k, v, slot_mapping, T, Hkv, Dh,
                  block_size);
 }
