@@ -73,8 +73,9 @@ infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
   config::JobConfig job;
   config::apply_toml_file(job, toml);
   infer::LoadedModel out;
-  const std::string tp = job.model.tokenizer_path.empty() ? std::string("byte")
-                                                          : config::resolve_data_path(job.model.tokenizer_path);
+  const std::string tp = job.model.tokenizer_path.empty()                         ? std::string("byte")
+                         : data::is_builtin_tokenizer(job.model.tokenizer_path) ? job.model.tokenizer_path
+                                                                                : config::resolve_data_path(job.model.tokenizer_path);
   out.tokenizer = data::load_tokenizer(tp);
   out.model = std::make_unique<models::Decoder>(train::model_config_from_job(job, out.tokenizer->vocab_size()));
   TensorMap w = load_safetensors(dir + "/model.safetensors");

@@ -5,12 +5,18 @@
 
 namespace titan::data {
 
-ByteTokenizer::ByteTokenizer() {
+ByteTokenizer::ByteTokenizer(bool chat) : chat_(chat) {
   added_ = {{kBos, "<|bos|>", true, false, false},
             {kEos, "<|eos|>", true, false, false},
             {kPad, "<|pad|>", true, false, false}};
+  if (chat) {
+    added_.push_back({kImStart, "<|im_start|>", true, false, false});
+    added_.push_back({kImEnd, "<|im_end|>", true, false, false});
+    added_.push_back({kThink, "<think>", false, false, false});
+    added_.push_back({kThinkEnd, "</think>", false, false, false});
+  }
   bos_id_ = kBos;
-  eos_id_ = kEos;
+  eos_id_ = chat ? kImEnd : kEos;
   pad_id_ = kPad;
   matcher_ = AddedTokenMatcher(added_);
 }
@@ -36,8 +42,8 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
   bytes.reserve(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
-    TITAN_CHECK(id >= 0 && id < kVocabSize, "decode: unknown token id {} at position {} (byte tokenizer has {} ids)",
-                id, i, kVocabSize);
+    TITAN_CHECK(id >= 0 && id < vocab_size(), "decode: unknown token id {} at position {} ({} tokenizer has {} ids)",
+                id, i, kind(), vocab_size());
     if (id < 256)
       bytes.push_back(static_cast<char>(id));
     else
@@ -64,8 +70,8 @@ int32_t ByteTokenizer::token_to_id(std::string_view token) const {
 }
 
 std::string ByteTokenizer::id_to_token(int32_t id) const {
-  TITAN_CHECK(id >= 0 && id < kVocabSize, "id_to_token: unknown token id {} (byte tokenizer has {} ids)", id,
-              kVocabSize);
+  TITAN_CHECK(id >= 0 && id < vocab_size(), "id_to_token: unknown token id {} ({} tokenizer has {} ids)", id,
+              kind(), vocab_size());
   if (id < 0x80) return std::string(1, static_cast<char>(id));
   if (id < 256) return fmt::format("<0x{:02X}>", id);
   return added_[id - 256].content;

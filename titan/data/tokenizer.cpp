@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "titan/core/error.h"
 #include "titan/data/bpe_tokenizer.h"
@@ -27,21 +28,34 @@ std::unique_ptr<Tokenizer> load_json(const fs::path& file) {
 
 }  // namespace
 
+bool is_builtin_tokenizer(std::string_view path) { return path == "byte" || path == "byte_chat"; }
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
-  if (path == "byte") return std::make_unique<ByteTokenizer>();
+  if (path == "byte") return std::make_unique<ByteTokenizer>(false);
+  if (path == "byte_chat") return std::make_unique<ByteTokenizer>(true);
   const fs::path p(path);
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
     if (fs::is_regular_file(p / "tokenizer.json")) return load_json(p / "tokenizer.json");
     if (fs::is_regular_file(p / "tokenizer.model"))
       return SentencePieceTokenizer::load((p / "tokenizer.model").string());
-    fail("load_tokenizer: directory '{}' has no tokenizer.json or tokenizer.model", path);
+    if (fs::is_regular_file(p / kBuiltinTokenizerFile)) {
+      const std::string file = (p / kBuiltinTokenizerFile).string();
+      std::ifstream in(file);
+      std::string kind;
+      std::getline(in, kind);
+      TITAN_CHECK(is_builtin_tokenizer(kind), "load_tokenizer: {}: first line '{}' is not a built-in tokenizer "
+                  "(expected byte or byte_chat)", file, kind);
+      return load_tokenizer(kind);
+    }
+    fail("load_tokenizer: directory '{}' has no tokenizer.json, tokenizer.model or {}", path,
+         kBuiltinTokenizerFile);
   }
   TITAN_CHECK(fs::exists(p, ec), "load_tokenizer: no such file '{}'", path);
   const std::string ext = p.extension().string();
   if (ext == ".json") return load_json(p);
   if (ext == ".model") return SentencePieceTokenizer::load(path);
-  fail("load_tokenizer: cannot tell the kind of '{}' (expected 'byte', a tokenizer.json, a *.model "
+  fail("load_tokenizer: cannot tell the kind of '{}' (expected 'byte', 'byte_chat', a tokenizer.json, a *.model "
        "file or a directory holding one)",
        path);
 }

@@ -4,8 +4,10 @@
 //   std::vector<int32_t> ids = tok->encode("Hello world");   // {9707, 1879}
 //   std::string text = tok->decode(ids);                      // "Hello world"
 //
-// Three kinds, picked by load_tokenizer from the path:
+// Kinds, picked by load_tokenizer from the path:
 //   - "byte": 256 byte ids + <|bos|> <|eos|> <|pad|> at 256..258 (ByteTokenizer);
+//   - "byte_chat": "byte" + <|im_start|> <|im_end|> <think> </think> at 259..262, for
+//     the chat template; eos = <|im_end|> (ByteTokenizer(true));
 //   - a Hugging Face tokenizer.json with a byte-level BPE model, as Qwen3, Llama3
 //     and GPT-2 use it (BpeTokenizer);
 //   - a SentencePiece .model file (SentencePieceTokenizer, via libsentencepiece).
@@ -62,7 +64,7 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // "byte", "bpe" or "sentencepiece".
+  // "byte", "byte_chat", "bpe" or "sentencepiece".
   virtual std::string_view kind() const = 0;
 
   // Text -> ids (see the contract above). Throws titan::Error on invalid UTF-8.
@@ -112,13 +114,22 @@ class Tokenizer {
 };
 
 // Loads a tokenizer. path is one of:
-//   "byte"                        -> ByteTokenizer
+//   "byte" / "byte_chat"          -> ByteTokenizer (built in, no file)
 //   a tokenizer.json (any *.json) -> BpeTokenizer (reads tokenizer_config.json
 //                                    beside it, if present, for bos/eos/pad)
-//   a directory                   -> its tokenizer.json, else its tokenizer.model
+//   a directory                   -> its tokenizer.json, else its tokenizer.model, else
+//                                    its titan_tokenizer.txt (first line: "byte" or
+//                                    "byte_chat"; written by the HF export of a model
+//                                    trained with a built-in tokenizer)
 //   a *.model file                -> SentencePieceTokenizer
 // Throws titan::Error naming the path (missing file, unknown kind) or the file and
 // field (malformed tokenizer.json).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+// True for the names of the built-in tokenizers ("byte", "byte_chat"): no file, so
+// not a data path to resolve.
+bool is_builtin_tokenizer(std::string_view path);
+// The file naming a built-in tokenizer inside a model directory (see load_tokenizer).
+inline constexpr const char* kBuiltinTokenizerFile = "titan_tokenizer.txt";
 
 }  // namespace titan::data

@@ -13,6 +13,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/checkpoint/train_checkpoint.h"
 #include "titan/config/resolve.h"
+#include "titan/core/fs.h"
 #include "titan/core/philox.h"
 #include "titan/data/token_cache.h"
 #include "titan/kernels/cpu/dispatch.h"
@@ -116,12 +117,15 @@ void Trainer::build() {
   config::validate(job_);
   dump_ = job_.job.dump_folder.empty() ? std::string("outputs/run") : job_.job.dump_folder;
   fs::create_directories(dump_);
-  const std::string tok_path =
-      job_.model.tokenizer_path.empty() ? std::string("byte") : config::resolve_data_path(job_.model.tokenizer_path);
+  const std::string& tp = job_.model.tokenizer_path;
+  const std::string tok_path = tp.empty()                         ? std::string("byte")
+                               : data::is_builtin_tokenizer(tp) ? tp
+                                                                : config::resolve_data_path(tp);
   tok_ = data::load_tokenizer(tok_path);
   auto mcfg = model_config_from_job(job_, tok_->vocab_size());
   model_ = std::make_unique<models::Decoder>(mcfg);
-  model_->init_weights(static_cast<uint64_t>(job_.training.seed));
+  model_->init_weights(static_cast<uint64_t>(job_.training.seed),
+                       job_.model.init == config::ModelInit::gpt2 ? models::InitScheme::gpt2 : models::InitScheme::family);
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
@@ -206,6 +210,10 @@ void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
 
 bool Trainer::try_resume() {
   if (!job_.checkpoint.enable || !job_.checkpoint.resume) return false;
+  // Directories of writes that never finished (a kill during a save) are not
+  // checkpoints: remove them so they cannot be mistaken for one later.
+  for (const std::string& d : CheckpointManager::remove_incomplete(ckpt_->folder))
+    fmt::print("removed incomplete checkpoint {}\n", d);
   auto latest = CheckpointManager::latest(ckpt_->folder);
   if (!latest) return false;
   LoadedCheckpoint c = CheckpointManager::load(*latest);
@@ -224,6 +232,7 @@ bool Trainer::try_resume() {
   opt_->load_state_dict(ost);
   loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
   start_step_ = c.state.step;
+  trim_metrics(dump_ + "/metrics.jsonl", start_step_);
   fmt::print("resumed from {} (step {})\n", *latest, start_step_);
   return true;
 }
@@ -234,7 +243,10 @@ void Trainer::export_hf() {
   save_safetensors(dir + "/model.safetensors", models::hf_state_dict(*model_));
   save_hf_config(dir + "/config.json", models::config_to_hf(model_->config()));
   const std::string tp = job_.model.tokenizer_path;
-  if (!tp.empty()) {
+  if (tp.empty() || data::is_builtin_tokenizer(tp)) {
+    // A built-in tokenizer has no file: name it so load_tokenizer(dir) finds it.
+    write_file_atomic(dir + "/" + data::kBuiltinTokenizerFile, std::string(tok_->kind()) + "\n");
+  } else {
     std::string src = config::resolve_data_path(tp);
     if (fs::is_directory(src)) src += "/tokenizer.json";
     fs::copy_file(src, dir + "/" + fs::path(src).filename().string(), fs::copy_options::overwrite_existing);
