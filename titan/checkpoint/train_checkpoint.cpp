@@ -107,8 +107,29 @@ void CheckpointManager::write(const NamedTensorList& model, const NamedTensorLis
   write_file_atomic(dir + "/MANIFEST.json", man.dump(2));
   fsync_dir(folder_);
   prune();
-  last_write_ms_.store(ms_since(t0));
-  last_written_step_.store(state.step);
+  std::lock_guard<std::mutex> lk(mu_);
+  last_ = {state.step, ms_since(t0)};
+}
+
+CheckpointManager::WriteRecord CheckpointManager::last_write() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return last_;
+}
+
+std::vector<std::string> CheckpointManager::remove_incomplete(const std::string& folder) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) return removed;
+  for (auto& e : fs::directory_iterator(folder))
+    if (step_of(e.path().filename().string()) >= 0 && e.is_directory(ec) && !is_valid(e.path().string()))
+      removed.push_back(e.path().string());
+  std::sort(removed.begin(), removed.end());
+  for (const std::string& d : removed) {
+    fs::remove_all(d, ec);
+    TITAN_CHECK(!ec, "checkpoint {}: cannot remove the incomplete checkpoint ({})", d, ec.message());
+  }
+  if (!removed.empty()) fsync_dir(folder);
+  return removed;
 }
 
 void CheckpointManager::prune() {

@@ -55,15 +55,25 @@ class CheckpointManager {
   double save(const NamedTensorList& model, const NamedTensorList& optimizer, const TrainState& state);
   // Waits for the in-flight write; rethrows its error.
   void wait();
+  // The last completed write: its step (-1 if none) and duration in ms, read together.
+  struct WriteRecord {
+    int64_t step = -1;
+    double ms = -1.0;
+  };
+  WriteRecord last_write() const;
   // Duration of the last completed write in ms (-1 if none), and its step.
-  double last_write_ms() const { return last_write_ms_.load(); }
-  int64_t last_written_step() const { return last_written_step_.load(); }
+  double last_write_ms() const { return last_write().ms; }
+  int64_t last_written_step() const { return last_write().step; }
 
   // Newest valid checkpoint in `folder` (incomplete ones are skipped), or nullopt.
   static std::optional<std::string> latest(const std::string& folder);
   // Loads a checkpoint directory; throws titan::Error naming the file on damage.
   static LoadedCheckpoint load(const std::string& dir);
   static bool is_valid(const std::string& dir);
+  // Removes every step-N directory in `folder` that is not a valid checkpoint (a
+  // write cut short by a crash or kill -9) and returns their paths. Call it only while
+  // no CheckpointManager is writing into `folder`.
+  static std::vector<std::string> remove_incomplete(const std::string& folder);
 
  private:
   void write(const NamedTensorList& model, const NamedTensorList& optimizer, const TrainState& state);
@@ -74,9 +84,8 @@ class CheckpointManager {
   bool async_;
   std::thread worker_;
   std::string error_;
-  std::mutex mu_;
-  std::atomic<double> last_write_ms_{-1.0};
-  std::atomic<int64_t> last_written_step_{-1};
+  mutable std::mutex mu_;
+  WriteRecord last_;
 };
 
 }  // namespace titan

@@ -18,6 +18,7 @@ namespace titan::config {
 
 TITAN_CONFIG_ENUM(ComputeDType, f32, bf16)
 TITAN_CONFIG_ENUM(ActivationCheckpoint, none, full)
+TITAN_CONFIG_ENUM(ModelInit, family, gpt2)
 TITAN_CONFIG_ENUM(OptimizerName, adamw, muon)
 TITAN_CONFIG_ENUM(MuonAdjustLr, original, match_rms_adamw)
 TITAN_CONFIG_ENUM(DecayType, cosine, linear, wsd, constant)
@@ -53,7 +54,8 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
   X(double, rope_theta, 10000.0, "RoPE base frequency")                                                  \
   X(double, norm_eps, 1e-5, "RMSNorm epsilon")                                                           \
   X(bool, tie_embeddings, false, "lm_head shares the token-embedding matrix")                            \
-  X(bool, qk_norm, false, "RMSNorm on each query and key head before RoPE (Qwen3)")
+  X(bool, qk_norm, false, "RMSNorm on each query and key head before RoPE (Qwen3)")                   \
+  X(ModelInit, init, ModelInit::family, "parameter init: family = TorchTitan's for model.name | gpt2 = nanoGPT's normal(0.02), residual outputs 0.02/sqrt(2L)")
 
 #define TITAN_TRAINING_FIELDS(X)                                                                         \
   X(std::string, dataset, "text", "dataset format of dataset_path: text = one UTF-8 file read as a single token stream") \

@@ -1,11 +1,28 @@
 #include "titan/core/storage.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "titan/core/error.h"
+#include "titan/core/memory_stats.h"
 
 namespace titan {
+
+namespace {
+std::atomic<int64_t> g_live{0}, g_peak{0};
+void count_alloc(int64_t n) {
+  const int64_t now = g_live.fetch_add(n, std::memory_order_relaxed) + n;
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+int64_t storage_bytes_live() { return g_live.load(std::memory_order_relaxed); }
+int64_t storage_bytes_peak() { return g_peak.load(std::memory_order_relaxed); }
+void reset_storage_peak() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
 
 Storage::Storage(size_t nbytes, Device device, bool zero_fill) : nbytes_(nbytes), device_(device) {
   TITAN_CHECK(device.is_cpu(), "Storage: device {} has no CUDA implementation in this build",
@@ -14,6 +31,7 @@ Storage::Storage(size_t nbytes, Device device, bool zero_fill) : nbytes_(nbytes)
   if (n == 0) n = 64;
   data_ = std::aligned_alloc(64, n);
   TITAN_CHECK(data_ != nullptr, "Storage: failed to allocate {} bytes", nbytes);
+  count_alloc(static_cast<int64_t>(n));
   if (zero_fill) std::memset(data_, 0, n);
 }
 
@@ -21,7 +39,11 @@ Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
     : data_(data), nbytes_(nbytes), owned_(false), owner_(std::move(owner)) {}
 
 Storage::~Storage() {
-  if (owned_) std::free(data_);
+  if (owned_) {
+    std::free(data_);
+    g_live.fetch_sub(static_cast<int64_t>(std::max<size_t>((nbytes_ + 63) / 64 * 64, 64)),
+                     std::memory_order_relaxed);
+  }
 }
 
 }  // namespace titan

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "titan/core/error.h"
+#include "titan/core/fs.h"
 
 namespace titan::train {
 
@@ -20,6 +21,23 @@ void MetricsLogger::log(const nlohmann::json& row) {
   std::string s = row.dump() + "\n";
   std::fwrite(s.data(), 1, s.size(), f_);
   std::fflush(f_);
+}
+
+void trim_metrics(const std::string& path, int64_t last_step) {
+  if (!file_exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // an unterminated last line was cut short
+    const std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) continue;
+    if (row["step"].get<int64_t>() <= last_step) kept.append(line).push_back('\n');
+  }
+  if (kept.size() != text.size()) write_file_atomic(path, kept);
 }
 
 static double status_kb(const char* key) {

@@ -1,6 +1,7 @@
 // Per-step metrics: one JSON object per line in <dump_folder>/metrics.jsonl (flushed
 // each line, so a killed run keeps what it logged) and a console progress line.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,12 @@ class MetricsLogger {
   std::string path_;
   std::FILE* f_ = nullptr;
 };
+
+// Keeps only the lines of a metrics.jsonl whose "step" is <= last_step (and drops
+// lines that do not parse, e.g. one cut short by a kill), rewriting the file
+// atomically; a missing file is left missing. Used on resume so that each step is
+// logged once. Throws titan::Error on I/O failure.
+void trim_metrics(const std::string& path, int64_t last_step);
 
 // Resident set size now and its peak, in MiB (from /proc/self/status).
 double rss_mb();

@@ -14,6 +14,7 @@
 #include "titan/checkpoint/train_checkpoint.h"
 #include "titan/config/resolve.h"
 #include "titan/core/fs.h"
+#include "titan/core/memory_stats.h"
 #include "titan/core/philox.h"
 #include "titan/data/token_cache.h"
 #include "titan/kernels/cpu/dispatch.h"
@@ -31,6 +32,22 @@ using Clock = std::chrono::steady_clock;
 namespace {
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal.store(sig); }
+// SIGINT/SIGTERM set g_signal while a train() runs; the previous handlers come back
+// when it returns or throws.
+struct SignalGuard {
+  using Handler = void (*)(int);
+  Handler prev_int, prev_term;
+  SignalGuard() {
+    g_signal.store(0);
+    prev_int = std::signal(SIGINT, on_signal);
+    prev_term = std::signal(SIGTERM, on_signal);
+  }
+  ~SignalGuard() {
+    std::signal(SIGINT, prev_int);
+    std::signal(SIGTERM, prev_term);
+  }
+};
+constexpr double kMiB = 1024.0 * 1024.0;
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -258,10 +275,9 @@ TrainResult Trainer::train() {
   res.dump_folder = dump_;
   config::save_config(job_);
   const bool resumed = try_resume();
+  res.steps_done = start_step_;
   MetricsLogger metrics(dump_ + "/metrics.jsonl", resumed);
-  auto prev_int = std::signal(SIGINT, on_signal);
-  auto prev_term = std::signal(SIGTERM, on_signal);
-  g_signal.store(0);
+  SignalGuard signals;
   const double flops_per_token = model_->config().train_flops_per_token(job_.training.seq_len);
   const int64_t total = job_.training.steps;
   fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}\n",
@@ -274,38 +290,39 @@ TrainResult Trainer::train() {
     fmt::print("step {:>5} | val_loss {:.4f}\n", 0, v);
     res.final_val_loss = v;
   }
-  double last_write_logged = -1;
+  int64_t last_write_logged = -1;
   for (int64_t step = start_step_; step < total; ++step) {
     auto t0 = Clock::now();
+    const int64_t mem_base = storage_bytes_live();
+    reset_storage_peak();
     double gnorm = 0;
     int64_t tokens = 0;
     const double lr = sched_->lr(step, job_.optimizer.lr);
     const double loss = train_step(step, gnorm, tokens);
     auto t1 = Clock::now();
+    const int64_t mem_peak = storage_bytes_peak();
     const double step_ms = ms_between(t0, t1);
     const double tps = tokens / (step_ms / 1000.0);
     const int64_t done = step + 1;
     nlohmann::json row = {{"step", done},          {"loss", loss},
                           {"lr", lr},              {"grad_norm", gnorm},
                           {"tokens_per_s", tps},   {"mfu", flops_per_token * tps / job_.metrics.peak_flops},
-                          {"step_ms", step_ms},    {"rss_mb", rss_mb()}};
+                          {"step_ms", step_ms},    {"rss_mb", rss_mb()},
+                          {"mem_base_mb", mem_base / kMiB}, {"mem_step_mb", (mem_peak - mem_base) / kMiB}};
     res.final_loss = loss;
     const bool last = done == total;
     if (job_.validation.enabled && (done % job_.validation.freq == 0 || last)) {
       res.final_val_loss = evaluate();
       row["val_loss"] = res.final_val_loss;
     }
-    const bool stop = g_signal.load() != 0;
+    const int sig = g_signal.load();
+    const bool stop = sig != 0;
     if (job_.checkpoint.enable && (done % job_.checkpoint.interval == 0 || last || stop)) {
       double blocking = 0;
       save_checkpoint(done, blocking);
       row["checkpoint_blocking_ms"] = blocking;
     }
-    if (ckpt_->mgr && ckpt_->mgr->last_write_ms() >= 0 &&
-        ckpt_->mgr->last_written_step() != last_write_logged) {
-      row["checkpoint_write_ms"] = ckpt_->mgr->last_write_ms();
-      last_write_logged = static_cast<double>(ckpt_->mgr->last_written_step());
-    }
+    log_checkpoint_write(row, last_write_logged);
     metrics.log(row);
     if (done % job_.metrics.log_freq == 0 || last || row.contains("val_loss")) {
       fmt::print("step {:>5} | loss {:.4f}{} | lr {:.2e} | grad_norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms\n",
@@ -316,15 +333,30 @@ TrainResult Trainer::train() {
     res.steps_done = done;
     if (stop) {
       res.interrupted = true;
-      fmt::print("signal {} received: checkpoint saved at step {}, exiting\n", g_signal.load(), done);
+      res.signal = sig;
+      if (job_.checkpoint.enable)
+        fmt::print("signal {} received: checkpoint saved at step {}, exiting\n", sig, done);
+      else
+        fmt::print("signal {} received at step {}: exiting (checkpoint.enable is false: nothing saved)\n", sig, done);
       break;
     }
   }
-  if (ckpt_->mgr) ckpt_->mgr->wait();
+  if (ckpt_->mgr) {
+    ckpt_->mgr->wait();  // the last (asynchronous) write; its duration gets a line of its own
+    nlohmann::json row = {{"step", res.steps_done}};
+    if (log_checkpoint_write(row, last_write_logged)) metrics.log(row);
+  }
   if (!res.interrupted && job_.checkpoint.export_hf) export_hf();
-  std::signal(SIGINT, prev_int);
-  std::signal(SIGTERM, prev_term);
   return res;
+}
+
+bool Trainer::log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) const {
+  if (!ckpt_->mgr || ckpt_->mgr->last_write_ms() < 0 || ckpt_->mgr->last_written_step() == last_logged)
+    return false;
+  row["checkpoint_write_ms"] = ckpt_->mgr->last_write_ms();
+  row["checkpoint_step"] = ckpt_->mgr->last_written_step();
+  last_logged = ckpt_->mgr->last_written_step();
+  return true;
 }
 
 std::string Trainer::sample(const std::string& prompt, int64_t n, double temperature, uint64_t seed) {
@@ -373,7 +405,7 @@ int run_train_job(const config::JobConfig& job) {
   if (!r.interrupted) {
     fmt::print("--- sample (temperature 0.8) ---\n{}\n---\n", trainer.sample("\n", 300, 0.8, 1337));
   }
-  return r.interrupted ? 130 : 0;
+  return r.interrupted ? 128 + r.signal : 0;
 }
 
 }  // namespace titan::train

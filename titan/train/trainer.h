@@ -5,6 +5,7 @@
 // resume (DESIGN.md §1.3).
 #pragma once
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,8 @@ optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job);
 struct TrainResult {
   int64_t steps_done = 0;
   double final_loss = 0, final_val_loss = -1;
-  bool interrupted = false;
+  bool interrupted = false;  // stopped early by SIGINT/SIGTERM (after saving a checkpoint)
+  int signal = 0;            // the signal that stopped it
   std::string dump_folder;
 };
 
@@ -53,6 +55,9 @@ class Trainer {
   void save_checkpoint(int64_t step, double& blocking_ms);
   bool try_resume();
   void export_hf();
+  // Adds checkpoint_write_ms / checkpoint_step to row when a write finished since
+  // last_logged (its step); returns whether it did.
+  bool log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) const;
 
   config::JobConfig job_;
   std::string dump_;

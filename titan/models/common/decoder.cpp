@@ -135,7 +135,7 @@ void fill_normal(Tensor& t, double std, double trunc, uint64_t seed, uint64_t st
 }
 }  // namespace
 
-void Decoder::init_weights(uint64_t seed) {
+void Decoder::init_weights(uint64_t seed, InitScheme scheme) {
   const double L = static_cast<double>(cfg_.num_hidden_layers);
   uint64_t stream = 0;
   for (auto& [name, t] : named_parameters()) {
@@ -153,8 +153,8 @@ void Decoder::init_weights(uint64_t seed) {
     int layer = -1;
     if (name.rfind("layers.", 0) == 0) layer = std::stoi(name.substr(7));
     const bool residual_out = name.find(".wo.") != std::string::npos || name.find(".w2.") != std::string::npos;
-    if (cfg_.family == "qwen3") {
-      // Qwen3 (TorchTitan): normal(0.02) everywhere; residual outputs 0.02/sqrt(2L).
+    if (cfg_.family == "qwen3" || scheme == InitScheme::gpt2) {
+      // Qwen3 (TorchTitan) and GPT-2/nanoGPT: normal(0.02) everywhere; residual outputs 0.02/sqrt(2L).
       double std = residual_out ? 0.02 / std::sqrt(2.0 * L) : 0.02;
       fill_normal(p, std, 0.0, seed, stream);
     } else {

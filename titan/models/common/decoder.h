@@ -13,6 +13,15 @@ namespace titan::models {
 
 enum class ActivationCheckpoint { none, full };
 
+// Parameter initialisation. family: TorchTitan's scheme for cfg.family (survey §4).
+// gpt2: GPT-2 / nanoGPT (model.py _init_weights): normal(0, 0.02) for every matrix and
+// the embedding (also when it is the tied LM head), residual output projections
+// (wo, w2) normal(0, 0.02/sqrt(2 L)), norms 1, biases 0. With tied embeddings the
+// family scheme for llama3 draws the shared matrix with the LM head's std D^-0.5, so
+// a token's own logit starts near sqrt(D) and the step-0 loss far above ln V; gpt2
+// starts near ln V.
+enum class InitScheme { family, gpt2 };
+
 class Decoder : public nn::Module {
  public:
   explicit Decoder(const TransformerConfig& cfg);
@@ -26,9 +35,9 @@ class Decoder : public nn::Module {
   // logits (T, V) = hidden (T, D) · lm_head_weightᵀ, through the batch-invariant GEMM.
   Tensor logits(const Tensor& hidden) const;
 
-  // Initialises all parameters as TorchTitan does for the family (survey §4), from
-  // Philox keyed by seed: deterministic and independent of thread count.
-  void init_weights(uint64_t seed);
+  // Initialises all parameters (by default as TorchTitan does for the family, survey
+  // §4) from Philox keyed by seed: deterministic and independent of thread count.
+  void init_weights(uint64_t seed, InitScheme scheme = InitScheme::family);
 
   const TransformerConfig& config() const { return cfg_; }
   ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::none;
