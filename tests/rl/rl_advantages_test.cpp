@@ -31,8 +31,9 @@ TEST(Advantages, GrpoByHand) {
   const double eps = 1e-6;
   const auto a = group_advantages(r, 4, {true, eps});
   const double s0 = std::sqrt(1.0 / 3.0) + eps, s1 = 0.5 + eps;
-  const std::vector<double> want = {0.5 / s0, -0.5 / s0, -0.5 / s0, 0.5 / s0, -0.25 / s1, -0.25 / s1,
-                                    -0.25 / s1, 0.75 / s1, 0, 0, 0, 0};
+  const std::vector<double> want = {0.5 / s0,   -0.5 / s0,  -0.5 / s0,  0.5 / s0,
+                                    -0.25 / s1, -0.25 / s1, -0.25 / s1, 0.75 / s1,
+                                    0,          0,          0,          0};
   ASSERT_EQ(a.size(), want.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], want[i], 1e-12) << i;
   for (size_t i = 8; i < 12; ++i) EXPECT_EQ(a[i], 0.0) << i;  // exactly 0, not tiny

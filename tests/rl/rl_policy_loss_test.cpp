@@ -32,8 +32,8 @@ struct Batch {
 };
 
 Batch hand_batch() {
-  const std::vector<float> dr = {0.3f, -0.5f, 0.4f, 0.0f, -0.1f, 0.22f,
-                                 -0.7f, 0.1f, 0.15f, -0.05f, 0.5f, 0.02f};
+  const std::vector<float> dr = {0.3f,  -0.5f, 0.4f,  0.0f,   -0.1f, 0.22f,
+                                 -0.7f, 0.1f,  0.15f, -0.05f, 0.5f,  0.02f};
   const std::vector<float> adv_seq = {1.2f, -0.8f, 0.5f};
   Batch b;
   b.offsets = {0, 1, 5, 12};
@@ -82,22 +82,27 @@ PolicyLossInputs inputs_of(const Batch& b, const Tensor& logprobs, bool with_ref
   return in;
 }
 
-PolicyLossConfig grpo(double kl) { return {0.2, 0.2, kl, LossAggregation::seq_mean_token_mean}; }
-PolicyLossConfig dapo(double kl) { return {0.2, 0.28, kl, LossAggregation::token_mean}; }
+PolicyLossConfig grpo(double kl) {
+  return {0.2, 0.2, kl, LossAggregation::seq_mean_token_mean};
+}
+PolicyLossConfig dapo(double kl) {
+  return {0.2, 0.28, kl, LossAggregation::token_mean};
+}
 
 OpCheck make_check(const std::string& label, const Batch& b, const PolicyLossConfig& cfg) {
   OpCheck c;
   c.ref.op = "policy_loss";
   c.ref.label = label;
   const bool kl = cfg.kl_coef > 0;
-  c.ref.attrs = {{"epsilon_low", cfg.epsilon_low},
-                 {"epsilon_high", cfg.epsilon_high},
-                 {"kl_coef", cfg.kl_coef},
-                 {"aggregation", cfg.aggregation == LossAggregation::token_mean
-                                     ? "token_mean" : "seq_mean_token_mean"},
-                 {"seq_offsets", b.offsets},
-                 {"total_sequences", static_cast<int64_t>(b.offsets.size()) - 1},
-                 {"total_tokens", b.offsets.back()}};
+  c.ref.attrs = {
+      {"epsilon_low", cfg.epsilon_low},
+      {"epsilon_high", cfg.epsilon_high},
+      {"kl_coef", cfg.kl_coef},
+      {"aggregation",
+       cfg.aggregation == LossAggregation::token_mean ? "token_mean" : "seq_mean_token_mean"},
+      {"seq_offsets", b.offsets},
+      {"total_sequences", static_cast<int64_t>(b.offsets.size()) - 1},
+      {"total_tokens", b.offsets.back()}};
   c.ref.inputs = {{"logprobs", b.logprobs.clone()},
                   {"old_logprobs", b.old_logprobs},
                   {"advantages", b.advantages}};
@@ -204,8 +209,8 @@ TEST(PolicyLoss, GradientZeroOnClippedTokens) {
   const auto g = lp.grad().to_vector<float>();
   const auto l = b.logprobs.to_vector<float>(), o = b.old_logprobs.to_vector<float>(),
              a = b.advantages.to_vector<float>();
-  const double w[12] = {1.0 / 3, 1.0 / 12, 1.0 / 12, 1.0 / 12, 1.0 / 12, 1.0 / 21, 1.0 / 21,
-                        1.0 / 21, 1.0 / 21, 1.0 / 21, 1.0 / 21, 1.0 / 21};
+  const double w[12] = {1.0 / 3,  1.0 / 12, 1.0 / 12, 1.0 / 12, 1.0 / 12, 1.0 / 21,
+                        1.0 / 21, 1.0 / 21, 1.0 / 21, 1.0 / 21, 1.0 / 21, 1.0 / 21};
   for (int t = 0; t < 12; ++t) {
     const bool clipped = t == 0 || t == 1 || t == 5 || t == 10;
     const double want = clipped ? 0.0 : -a[t] * std::exp(static_cast<double>(l[t]) - o[t]) * w[t];

@@ -34,7 +34,8 @@ TransformerConfig tiny(const std::string& fam) {
   return c;
 }
 
-const std::vector<std::vector<int32_t>> kDocs = {{3, 14, 15, 9, 2, 6}, {5, 35, 8}, {9, 7, 9, 3, 2, 38, 4, 6, 26}};
+const std::vector<std::vector<int32_t>> kDocs = {
+    {3, 14, 15, 9, 2, 6}, {5, 35, 8}, {9, 7, 9, 3, 2, 38, 4, 6, 26}};
 
 // A few plain SGD steps on next-token cross entropy: every parameter moves.
 void train_steps(Decoder& m, int steps) {
@@ -77,7 +78,8 @@ TEST(WeightSync, SyncMakesWeightsAndLogitsBitwiseEqual) {
     EXPECT_FALSE(same_bits(logits_of(trainer), logits_of(generator)));
 
     int64_t want_bytes = 0;
-    for (auto& [n, p] : generator.named_parameters()) want_bytes += static_cast<int64_t>(p.nbytes());
+    for (auto& [n, p] : generator.named_parameters())
+      want_bytes += static_cast<int64_t>(p.nbytes());
     EXPECT_EQ(sync_weights(trainer, generator), want_bytes);
     EXPECT_TRUE(weights_bitwise_equal(trainer, generator));
     EXPECT_TRUE(same_bits(logits_of(trainer), logits_of(generator)));
@@ -136,7 +138,8 @@ TEST(WeightSync, MismatchedArchitectureThrows) {
   };
   TransformerConfig c = tiny("llama3");
   c.intermediate_size = 64;
-  expect_error(c, "'layers.0.feed_forward.w1.weight' has shape [48, 32] in the trainer but [64, 32]");
+  expect_error(c,
+               "'layers.0.feed_forward.w1.weight' has shape [48, 32] in the trainer but [64, 32]");
   c = tiny("llama3");
   c.num_hidden_layers = 3;
   expect_error(c, "parameters");

@@ -14,7 +14,9 @@
 namespace titan::rl {
 namespace {
 
-void sleep_us(int64_t us) { std::this_thread::sleep_for(std::chrono::microseconds(us)); }
+void sleep_us(int64_t us) {
+  std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
 
 struct RunParams {
   uint64_t seed;
@@ -115,7 +117,10 @@ TEST(WorkBuffer, CloseUnblocksConsumerWithWhatIsLeft) {
   ASSERT_TRUE(buf.put(2, 2));  // stale at version 3
   std::vector<std::pair<int, int64_t>> got;
   std::atomic<bool> done{false};
-  std::thread t([&] { got = buf.take(5, 3); done = true; });  // blocks: only 1 fresh item
+  std::thread t([&] {
+    got = buf.take(5, 3);
+    done = true;
+  });  // blocks: only 1 fresh item
   sleep_us(20000);
   EXPECT_FALSE(done.load());
   buf.close();

@@ -15,8 +15,9 @@ int64_t check_rewards(const char* fn, std::span<const double> rewards, int64_t g
               "{}: argument 'rewards' has {} values, expected a multiple of group_size {}", fn, n,
               group_size);
   for (int64_t i = 0; i < n; ++i)
-    TITAN_CHECK(std::isfinite(rewards[i]), "{}: argument 'rewards' holds a non-finite value {} at index {}",
-                fn, rewards[i], i);
+    TITAN_CHECK(std::isfinite(rewards[i]),
+                "{}: argument 'rewards' holds a non-finite value {} at index {}", fn, rewards[i],
+                i);
   return n / group_size;
 }
 

@@ -16,8 +16,9 @@ int64_t sync_weights(const models::Decoder& trainer, models::Decoder& generator)
   for (size_t i = 0; i < src.size(); ++i) {
     const auto& [sn, s] = src[i];
     const auto& [dn, d] = dst[i];
-    TITAN_CHECK(sn == dn, "sync_weights: parameter {} is '{}' in the trainer but '{}' in the generator",
-                i, sn, dn);
+    TITAN_CHECK(sn == dn,
+                "sync_weights: parameter {} is '{}' in the trainer but '{}' in the generator", i,
+                sn, dn);
     TITAN_CHECK(s.shape() == d.shape(),
                 "sync_weights: parameter '{}' has shape {} in the trainer but {} in the generator",
                 sn, shape_str(s.shape()), shape_str(d.shape()));

@@ -85,11 +85,23 @@ class WorkBuffer {
     not_empty_.notify_all();
   }
 
-  bool closed() const { std::lock_guard lk(mu_); return closed_; }
-  int64_t dropped() const { std::lock_guard lk(mu_); return dropped_; }
-  int64_t size() const { std::lock_guard lk(mu_); return static_cast<int64_t>(q_.size()); }
+  bool closed() const {
+    std::lock_guard lk(mu_);
+    return closed_;
+  }
+  int64_t dropped() const {
+    std::lock_guard lk(mu_);
+    return dropped_;
+  }
+  int64_t size() const {
+    std::lock_guard lk(mu_);
+    return static_cast<int64_t>(q_.size());
+  }
   // The largest size() ever reached (<= capacity by the invariant).
-  int64_t high_water() const { std::lock_guard lk(mu_); return high_water_; }
+  int64_t high_water() const {
+    std::lock_guard lk(mu_);
+    return high_water_;
+  }
   int64_t capacity() const { return capacity_; }
   int64_t max_offpolicy_steps() const { return max_lag_; }
 
@@ -97,9 +109,8 @@ class WorkBuffer {
   // Removes every item too old for trainer_version (anywhere in the queue). Needs mu_.
   void drop_stale(int64_t trainer_version) {
     const auto before = q_.size();
-    std::erase_if(q_, [&](const std::pair<T, int64_t>& e) {
-      return trainer_version - e.second > max_lag_;
-    });
+    std::erase_if(
+        q_, [&](const std::pair<T, int64_t>& e) { return trainer_version - e.second > max_lag_; });
     const auto removed = static_cast<int64_t>(before - q_.size());
     if (removed > 0) {
       dropped_ += removed;
