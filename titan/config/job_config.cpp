@@ -40,7 +40,8 @@ void validate_model(const ModelConfig& m) {
 
 void validate_training(const JobConfig& c) {
   const TrainingConfig& t = c.training;
-  TITAN_CHECK(!t.dataset_path.empty(), "training.dataset_path is empty");
+  TITAN_CHECK(!t.dataset_path.empty() || (t.dataset != "text" && t.dataset != "jsonl"),
+              "training.dataset_path is empty (training.dataset={} reads a file)", t.dataset);
   positive(t.seq_len, "training.seq_len");
   positive(t.local_batch_size, "training.local_batch_size");
   non_negative(t.global_batch_size, "training.global_batch_size");
@@ -111,6 +112,9 @@ void validate_rl(const RLConfig& r) {
   non_negative(r.val_freq, "rl.val_freq");
   positive(r.max_turns, "rl.max_turns");
   positive(r.max_total_tokens, "rl.max_total_tokens");
+  non_negative(r.val_samples, "rl.val_samples");
+  positive(r.microbatch_tokens, "rl.microbatch_tokens");
+  positive(r.max_sampling_rounds, "rl.max_sampling_rounds");
 }
 
 }  // namespace

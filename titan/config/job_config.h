@@ -58,7 +58,7 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
   X(ModelInit, init, ModelInit::family, "parameter init: family = TorchTitan's for model.name | gpt2 = nanoGPT's normal(0.02), residual outputs 0.02/sqrt(2L)")
 
 #define TITAN_TRAINING_FIELDS(X)                                                                         \
-  X(std::string, dataset, "text", "dataset format of dataset_path: text = one UTF-8 file read as a single token stream") \
+  X(std::string, dataset, "text", "dataset format of dataset_path: text = one UTF-8 file read as a single token stream; rl_task_sft = demonstrations of training.task (loss on assistant tokens)") \
   X(std::string, dataset_path, "tinyshakespeare/input.txt", "dataset file; relative paths: current dir, then the shared data dir") \
   X(int64_t, seq_len, 256, "tokens per training row (context length T)")                                 \
   X(int64_t, local_batch_size, 8, "rows per microbatch on each data-parallel rank")                      \
@@ -66,7 +66,9 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
   X(int64_t, steps, 1000, "number of optimizer steps")                                                   \
   X(double, max_norm, 1.0, "clip the global gradient L2 norm to this value; 0 = no clipping")            \
   X(int64_t, seed, 42, "seed of parameter init and data order (Philox key)")                             \
-  X(ActivationCheckpoint, activation_checkpoint, ActivationCheckpoint::none, "recompute activations in backward: none | full (per layer)")
+  X(ActivationCheckpoint, activation_checkpoint, ActivationCheckpoint::none, "recompute activations in backward: none | full (per layer)") \
+  X(std::string, task, "", "dataset rl_task_sft: the RL task whose demonstrations are the data (alphabet_sort | gsm8k | mbpp | humaneval)") \
+  X(std::string, task_config, "", "dataset rl_task_sft: JSON object of task settings for make_task, e.g. {\"max_names\": 4}; empty = defaults")
 
 #define TITAN_VALIDATION_FIELDS(X)                                                                       \
   X(bool, enabled, true, "evaluate the loss on the validation split during training")                   \
@@ -138,7 +140,12 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
   X(int64_t, val_freq, 10, "evaluate on the environment's validation set every this many RL steps; 0 = never") \
   X(std::string, env, "gsm8k", "environment (task and reward) name")                                     \
   X(int, max_turns, 1, "most assistant turns per rollout")                                               \
-  X(int64_t, max_total_tokens, 2048, "most tokens per rollout over all turns (prompt included)")
+  X(int64_t, max_total_tokens, 2048, "most tokens per rollout over all turns (prompt included)")           \
+  X(std::string, env_config, "", "JSON object of task settings for make_task(env, ...), e.g. {\"max_names\": 4}; empty = the task's defaults") \
+  X(std::string, init_from, "", "initial policy: a Hugging Face export folder (config.json + model.safetensors), e.g. outputs/alphabet_sort_sft/hf; empty = random init (training.seed)") \
+  X(int64_t, val_samples, 64, "validation episodes (the first n of the environment's validation split, greedy) per val_reward") \
+  X(int64_t, microbatch_tokens, 4096, "most packed tokens per trainer forward/backward (gradients accumulate over microbatches)") \
+  X(int64_t, max_sampling_rounds, 4, "DAPO dynamic sampling: most generation rounds per step to fill rollouts_per_step")
 
 #define TITAN_PARALLELISM_FIELDS(X)                                                                      \
   X(int, data_parallel_degree, 1, "data-parallel ranks; only 1 (one process) is supported on CPU")

@@ -1,0 +1,85 @@
+// Internal: the state shared by the RL controller's synchronous loop
+// (controller.cpp) and its asynchronous generator/trainer pair
+// (controller_async.cpp). Not part of the public API.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "titan/checkpoint/train_checkpoint.h"
+#include "titan/config/job_config.h"
+#include "titan/data/tokenizer.h"
+#include "titan/models/common/decoder.h"
+#include "titan/optim/lr_scheduler.h"
+#include "titan/optim/optimizer.h"
+#include "titan/rl/controller.h"
+#include "titan/rl/policy_update.h"
+#include "titan/rl/rollouter.h"
+#include "titan/rl/step_rollouts.h"
+#include "titan/rl/task.h"
+#include "titan/train/metrics.h"
+
+namespace titan::rl {
+
+using Clock = std::chrono::steady_clock;
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// One step's generated work as it travels from the generator to the trainer.
+struct StepWork {
+  int64_t step = 0;
+  StepRollouts rollouts;
+  DatasetState dataset_after;  // dataset position after this step's samples (checkpointed)
+};
+
+struct RLController::State {
+  config::JobConfig job;
+  std::string dump;
+  std::unique_ptr<data::Tokenizer> tok;
+  std::unique_ptr<Rollouter> rollouter;
+  std::unique_ptr<models::Decoder> policy;   // the trainer's (fp32 master weights)
+  std::unique_ptr<models::Decoder> gen;      // the generator's own copy
+  std::unique_ptr<models::Decoder> staging;  // async: the next generator weights
+  std::unique_ptr<models::Decoder> ref;      // frozen initial policy (rl.kl_coef > 0)
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<optim::LRScheduler> sched;
+  std::unique_ptr<TaskDataset> dataset;
+  std::unique_ptr<CheckpointManager> ckpt;
+  std::string ckpt_folder;
+  StepRolloutSettings gen_settings;
+  PolicyUpdateSettings update_settings;
+  int64_t start_step = 0;
+  int64_t policy_version = 0;
+  std::string init_desc;
+
+  // Trains on one step's rollouts (optimizer step included), logs metrics and
+  // rollouts, runs validation and checkpoints as due. Returns the metrics row.
+  // `sync` copies the new weights to the generator side; it is timed as sync_ms.
+  nlohmann::json train_and_log(StepWork& work, int64_t step, const std::function<void()>& sync, RLResult& res,
+                               train::MetricsLogger& metrics, std::FILE* rollouts_log, bool stop_now);
+  double validate();
+  void save_checkpoint(int64_t step, const DatasetState& ds);
+  bool try_resume();
+  void run_sync(const RLRunOptions& o, RLResult& res, train::MetricsLogger& metrics, std::FILE* rollouts_log);
+  void run_async(const RLRunOptions& o, RLResult& res, train::MetricsLogger& metrics, std::FILE* rollouts_log);
+  bool print = true;
+  Clock::time_point last_step_end;  // step_ms = wall time since the previous step ended
+};
+
+// Appends the step's selected rollouts (the first of each group, every failed one)
+// to rollouts.jsonl. Returns how many were written.
+int64_t log_rollouts(std::FILE* f, const StepRollouts& b, int64_t step, int64_t group_size);
+
+// Keeps only the lines of a JSONL file whose "step" is <= max_step (resume after a
+// stop that logged past the checkpoint). Missing file: nothing to do.
+void truncate_jsonl_after(const std::string& path, int64_t max_step);
+
+// True when a signal asked the run to stop (SIGINT/SIGTERM).
+bool stop_requested();
+
+}  // namespace titan::rl

@@ -1,0 +1,148 @@
+#include "titan/rl/policy_update.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "titan/autograd/node.h"
+#include "titan/core/error.h"
+#include "titan/ops/index.h"
+#include "titan/ops/loss.h"
+
+namespace titan::rl {
+
+namespace {
+
+// One training sequence: a turn of a rollout.
+struct Seq {
+  const TurnTokens* turn;
+  double advantage;
+  int64_t length() const { return static_cast<int64_t>(turn->prompt_ids.size() + turn->completion_ids.size()); }
+};
+
+// Mean entropy terms of the rows' distributions softmax(logits / temperature), in
+// double: H = lse(z) - Σ p z. Returns the sum over rows.
+double entropy_sum(const Tensor& logits, double temperature) {
+  const Tensor l = logits.contiguous();
+  const int64_t T = l.size(0), V = l.size(1);
+  const float* p = l.data<float>();
+  double total = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* row = p + t * V;
+    double mx = -INFINITY;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]) / temperature);
+    double z = 0, ez = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double x = static_cast<double>(row[v]) / temperature - mx;
+      const double e = std::exp(x);
+      z += e;
+      ez += e * x;
+    }
+    total += std::log(z) - ez / z;
+  }
+  return total;
+}
+
+}  // namespace
+
+PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::Decoder* ref,
+                                         const std::vector<const TokenRollout*>& rollouts,
+                                         const std::vector<double>& advantages, const PolicyUpdateSettings& s) {
+  TITAN_CHECK(rollouts.size() == advantages.size(),
+              "policy_update_backward: {} rollouts but {} advantages", rollouts.size(), advantages.size());
+  TITAN_CHECK(s.loss.kl_coef <= 0 || ref != nullptr,
+              "policy_update_backward: rl.kl_coef={} needs a reference model", s.loss.kl_coef);
+  TITAN_CHECK(s.microbatch_tokens >= 1, "policy_update_backward: rl.microbatch_tokens must be >= 1, got {}",
+              s.microbatch_tokens);
+  std::vector<Seq> seqs;
+  for (size_t i = 0; i < rollouts.size(); ++i)
+    for (const TurnTokens& t : rollouts[i]->turns) {
+      TITAN_CHECK(t.logprobs.size() == t.completion_ids.size(),
+                  "policy_update_backward: rollout '{}' has a turn with {} completion tokens but {} logprobs",
+                  rollouts[i]->rollout.id, t.completion_ids.size(), t.logprobs.size());
+      if (t.completion_ids.empty() || t.prompt_ids.empty()) continue;
+      seqs.push_back({&t, advantages[i]});
+    }
+  PolicyUpdateStats st;
+  st.sequences = static_cast<int64_t>(seqs.size());
+  for (const Seq& q : seqs) st.tokens += static_cast<int64_t>(q.turn->completion_ids.size());
+  if (seqs.empty()) return st;
+
+  double diff_sum = 0, gap_sum = 0, ent_sum = 0, clip_sum = 0, ratio_sum = 0, kl_sum = 0;
+  size_t begin = 0;
+  while (begin < seqs.size()) {
+    // Microbatch: whole sequences while the packed length stays within the budget.
+    size_t end = begin;
+    int64_t packed = 0;
+    while (end < seqs.size() && (end == begin || packed + seqs[end].length() <= s.microbatch_tokens))
+      packed += seqs[end++].length();
+    std::vector<std::vector<int32_t>> docs;
+    std::vector<int64_t> rows, offsets{0};
+    std::vector<int32_t> targets;
+    std::vector<float> old_lp, adv;
+    int64_t start = 0;
+    for (size_t k = begin; k < end; ++k) {
+      const TurnTokens& t = *seqs[k].turn;
+      std::vector<int32_t> d = t.prompt_ids;
+      d.insert(d.end(), t.completion_ids.begin(), t.completion_ids.end());
+      const int64_t P = static_cast<int64_t>(t.prompt_ids.size());
+      const int64_t n = static_cast<int64_t>(t.completion_ids.size());
+      for (int64_t j = 0; j < n; ++j) rows.push_back(start + P - 1 + j);  // row predicting completion token j
+      targets.insert(targets.end(), t.completion_ids.begin(), t.completion_ids.end());
+      old_lp.insert(old_lp.end(), t.logprobs.begin(), t.logprobs.end());
+      adv.insert(adv.end(), static_cast<size_t>(n), static_cast<float>(seqs[k].advantage));
+      offsets.push_back(offsets.back() + n);
+      start += static_cast<int64_t>(d.size());
+      docs.push_back(std::move(d));
+    }
+    const int64_t N = static_cast<int64_t>(targets.size());
+    const models::ForwardBatch fb = models::make_packed_batch(docs);
+    const Tensor row_idx = Tensor::from_vector(rows, {N});
+    const Tensor tg = Tensor::from_vector(targets, {N});
+    const Tensor hidden = policy.forward(fb);
+    const Tensor h = index_select(hidden, 0, row_idx);
+    const Tensor lp = titan::logprobs(h, policy.lm_head_weight(), tg, s.temperature);
+    PolicyLossInputs in;
+    in.logprobs = lp;
+    in.old_logprobs = Tensor::from_vector(old_lp, {N});
+    in.advantages = Tensor::from_vector(adv, {N});
+    in.seq_offsets = offsets;
+    in.total_sequences = st.sequences;
+    in.total_tokens = st.tokens;
+    {
+      autograd::NoGradGuard ng;
+      if (s.loss.kl_coef > 0) {
+        const Tensor rh = index_select(ref->forward(fb), 0, row_idx);
+        in.ref_logprobs = titan::logprobs(rh, ref->lm_head_weight(), tg, s.temperature);
+      }
+      // The trainer/generator gap on exactly the tokens trained, from this forward.
+      const std::vector<float> tl = lp.detach().to_vector<float>();
+      for (int64_t j = 0; j < N; ++j) {
+        const double d = static_cast<double>(tl[j]) - static_cast<double>(old_lp[j]);
+        st.logprob_diff_max = std::max(st.logprob_diff_max, std::fabs(d));
+        diff_sum += std::fabs(d);
+        gap_sum -= d;  // logp_gen - logp_train
+      }
+      ent_sum += entropy_sum(policy.logits(h.detach()), s.temperature);
+    }
+    PolicyLossResult res = policy_loss(in, s.loss);
+    st.loss += res.loss.detach().item<double>();
+    res.loss.backward();
+    clip_sum += res.stats.clip_frac * N;
+    ratio_sum += res.stats.ratio_mean * N;
+    kl_sum += res.stats.kl_mean * N;
+    st.ratio_max = std::max(st.ratio_max, res.stats.ratio_max);
+    st.packed_tokens += packed;
+    ++st.microbatches;
+    begin = end;
+  }
+  const double n = static_cast<double>(st.tokens);
+  st.logprob_diff_mean = diff_sum / n;
+  st.kl_gen_train = gap_sum / n;
+  st.entropy = ent_sum / n;
+  st.clip_frac = clip_sum / n;
+  st.ratio_mean = ratio_sum / n;
+  st.kl_ref_mean = kl_sum / n;
+  return st;
+}
+
+}  // namespace titan::rl

@@ -1,0 +1,47 @@
+// The trainer side of one RL step, before the optimizer: rollouts -> packed training
+// sequences (one per turn: prompt_ids + completion_ids, loss only on the completion
+// tokens) -> microbatches by token budget -> the trainer's packed cu_seqlens forward
+// (autograd on) -> THE logprob function on the rows that predict each completion
+// token -> policy_loss (PPO-clip / DAPO, old logprobs = the generator's) -> backward
+// (gradients accumulate in the parameters' .grad).
+//
+// Every step also measures the trainer/generator gap on the tokens it trains:
+// logprob_diff_max / _mean = max / mean |logp_train - logp_gen| (0 exactly when the
+// two sides are bitwise equal), kl_gen_train = mean(logp_gen - logp_train).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "titan/models/common/decoder.h"
+#include "titan/rl/policy_loss.h"
+#include "titan/rl/rollouter.h"
+
+namespace titan::rl {
+
+struct PolicyUpdateSettings {
+  PolicyLossConfig loss;
+  double temperature = 1.0;          // the generator's logprob temperature (sampling temperature; 1 when greedy)
+  int64_t microbatch_tokens = 4096;  // most packed tokens per forward (a longer single sequence runs alone)
+};
+
+struct PolicyUpdateStats {
+  double loss = 0;  // sum over microbatches of the (whole-step normalised) loss
+  double logprob_diff_max = 0, logprob_diff_mean = 0, kl_gen_train = 0;
+  double entropy = 0;  // mean token entropy (nats) of the trainer distribution at `temperature`
+  double clip_frac = 0, ratio_mean = 0, ratio_max = 0, kl_ref_mean = 0;
+  int64_t tokens = 0;          // trained (completion) tokens
+  int64_t packed_tokens = 0;   // all forward tokens (prompts included)
+  int64_t sequences = 0, microbatches = 0;
+};
+
+// Forward + loss + backward over `rollouts[i]` with advantage advantages[i] (applied
+// to every completion token of every turn of that rollout). ref: the frozen reference
+// policy for the KL term (needed iff settings.loss.kl_coef > 0). Gradients are added
+// to policy's .grad (zero them before). Turns without completion tokens are skipped.
+// Throws titan::Error when sizes disagree (a turn whose logprobs count differs from
+// its completion_ids, advantages of another length, kl_coef > 0 without ref).
+PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::Decoder* ref,
+                                         const std::vector<const TokenRollout*>& rollouts,
+                                         const std::vector<double>& advantages, const PolicyUpdateSettings& s);
+
+}  // namespace titan::rl
