@@ -40,5 +40,6 @@ JobConfig make_recipe(const std::string& name);
 JobConfig shakespeare_char();   // nanoGPT's baby GPT on Tiny Shakespeare, byte tokens
 JobConfig debugmodel();         // shakespeare_char shrunk to a seconds-long smoke run
 JobConfig qwen3_debugmodel();   // debugmodel as a Qwen3 model with the Qwen3 BPE tokenizer
+JobConfig alphabet_sort_sft();  // small Qwen3-style chat model trained on alphabet_sort demonstrations
 
 }  // namespace titan::config

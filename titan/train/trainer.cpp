@@ -22,6 +22,7 @@
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
 #include "titan/optim/grad_clip.h"
+#include "titan/train/document_sources.h"
 #include "titan/train/metrics.h"
 
 namespace titan::train {
@@ -150,6 +151,9 @@ void Trainer::build() {
                                             optimizer_config_from_job(job_));
   sched_ = std::make_unique<optim::LRScheduler>(lr_config_from_job(job_), job_.training.steps);
 
+  ckpt_ = std::make_unique<Ckpt>();
+  ckpt_->folder = dump_ + "/" + job_.checkpoint.folder;
+  if (build_document_loaders()) return;
   data::DatasetSpec spec;
   spec.format = data::parse_dataset_format(job_.training.dataset, "training.dataset");
   spec.path = config::resolve_data_path(job_.training.dataset_path);
@@ -167,8 +171,26 @@ void Trainer::build() {
     auto val_ds = data::load_token_dataset(spec, data::Split::validation, vf, *tok_, copt);
     val_loader_ = std::make_unique<data::ValidationLoader>(val_ds, lo, job_.validation.steps);
   }
-  ckpt_ = std::make_unique<Ckpt>();
-  ckpt_->folder = dump_ + "/" + job_.checkpoint.folder;
+}
+
+bool Trainer::build_document_loaders() {
+  const DocumentSourceFn source = find_document_source(job_.training.dataset);
+  if (!source) return false;
+  // Documents packed whole into rows of seq_len (masked_documents.h): positions restart
+  // per document, no attention or target across documents, loss on masked tokens only.
+  data::MaskedLoaderOptions lo;
+  lo.batch_size = job_.training.local_batch_size;
+  lo.seq_len = job_.training.seq_len;
+  lo.seed = static_cast<uint64_t>(job_.training.seed);
+  lo.pad_id = tok_->pad_id() >= 0 ? tok_->pad_id() : 0;
+  doc_loader_ = std::make_unique<data::MaskedDocumentLoader>(
+      std::make_shared<const data::MaskedDocuments>(source(job_, *tok_, data::Split::train)), lo);
+  if (job_.validation.enabled) {
+    lo.shuffle = false;  // the same batches every evaluation
+    doc_val_loader_ = std::make_unique<data::MaskedDocumentLoader>(
+        std::make_shared<const data::MaskedDocuments>(source(job_, *tok_, data::Split::validation)), lo);
+  }
+  return true;
 }
 
 double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
@@ -176,7 +198,7 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   std::vector<data::Batch> micro;
   int64_t valid = 0;
   for (int64_t i = 0; i < accum; ++i) {
-    micro.push_back(loader_->next());
+    micro.push_back(doc_loader_ ? doc_loader_->next() : loader_->next());
     valid += micro.back().num_targets;
   }
   TITAN_CHECK(valid > 0, "train step {}: every target of the batch is masked", step);
@@ -200,12 +222,15 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
 }
 
 double Trainer::evaluate() {
-  TITAN_CHECK(val_loader_ != nullptr, "evaluate: validation is disabled");
+  TITAN_CHECK(val_loader_ != nullptr || doc_val_loader_ != nullptr, "evaluate: validation is disabled");
   autograd::NoGradGuard ng;
   double sum = 0;
   int64_t n = 0;
-  for (int64_t i = 0; i < val_loader_->num_batches(); ++i) {
-    data::Batch b = val_loader_->batch(i);
+  const int64_t nb = val_loader_ ? val_loader_->num_batches()
+                     : job_.validation.steps > 0 ? std::min(job_.validation.steps, doc_val_loader_->num_batches())
+                                                 : doc_val_loader_->num_batches();
+  for (int64_t i = 0; i < nb; ++i) {
+    data::Batch b = val_loader_ ? val_loader_->batch(i) : doc_val_loader_->batch(i);
     Tensor hidden = model_->forward(b.input);
     sum += linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum).item<double>();
     n += b.num_targets;
@@ -219,7 +244,7 @@ void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
                                                      job_.checkpoint.async_mode == config::AsyncMode::async);
   TrainState st;
   st.step = step;
-  st.extra["loader"] = loader_->state().to_json();
+  st.extra["loader"] = doc_loader_ ? doc_loader_->state() : loader_->state().to_json();
   st.extra["seed"] = job_.training.seed;
   st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
   blocking_ms = ckpt_->mgr->save(model_->named_parameters(), opt_->state_dict(), st);
@@ -247,7 +272,10 @@ bool Trainer::try_resume() {
   }
   optim::NamedTensors ost(c.optimizer.begin(), c.optimizer.end());
   opt_->load_state_dict(ost);
-  loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
+  if (doc_loader_)
+    doc_loader_->load_state(c.state.extra.at("loader"));
+  else
+    loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
   start_step_ = c.state.step;
   trim_metrics(dump_ + "/metrics.jsonl", start_step_);
   fmt::print("resumed from {} (step {})\n", *latest, start_step_);
@@ -282,7 +310,8 @@ TrainResult Trainer::train() {
   const int64_t total = job_.training.steps;
   fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}\n",
              model_->config().family, model_->num_parameters(), model_->config().num_hidden_layers,
-             model_->config().hidden_size, model_->config().vocab_size, loader_->data().tokens().size(),
+             model_->config().hidden_size, model_->config().vocab_size,
+             doc_loader_ ? doc_loader_->documents().num_tokens() : static_cast<int64_t>(loader_->data().tokens().size()),
              kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads());
   if (job_.validation.enabled && start_step_ == 0) {
     double v = evaluate();
@@ -402,7 +431,7 @@ int run_train_job(const config::JobConfig& job) {
   fmt::print("done: {} steps in {:.1f} s | final loss {:.4f}", r.steps_done, secs, r.final_loss);
   if (r.final_val_loss >= 0) fmt::print(" | val_loss {:.4f}", r.final_val_loss);
   fmt::print(" | metrics: {}/metrics.jsonl\n", r.dump_folder);
-  if (!r.interrupted) {
+  if (!r.interrupted && !find_document_source(job.training.dataset)) {  // a text sample suits stream data only
     fmt::print("--- sample (temperature 0.8) ---\n{}\n---\n", trainer.sample("\n", 300, 0.8, 1337));
   }
   return r.interrupted ? 128 + r.signal : 0;

@@ -11,6 +11,7 @@
 
 #include "titan/config/job_config.h"
 #include "titan/data/loader.h"
+#include "titan/data/masked_documents.h"
 #include "titan/data/tokenizer.h"
 #include "titan/models/common/decoder.h"
 #include "titan/optim/lr_scheduler.h"
@@ -51,6 +52,9 @@ class Trainer {
 
  private:
   void build();
+  // training.dataset names a registered document source (document_sources.h): builds
+  // doc_loader_ / doc_val_loader_ and returns true; false for the stream datasets.
+  bool build_document_loaders();
   double train_step(int64_t step, double& grad_norm, int64_t& tokens);
   void save_checkpoint(int64_t step, double& blocking_ms);
   bool try_resume();
@@ -67,6 +71,7 @@ class Trainer {
   std::unique_ptr<optim::LRScheduler> sched_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<data::ValidationLoader> val_loader_;
+  std::unique_ptr<data::MaskedDocumentLoader> doc_loader_, doc_val_loader_;  // document-source datasets
   struct Ckpt;
   std::unique_ptr<Ckpt> ckpt_;
   int64_t start_step_ = 0;
