@@ -219,8 +219,14 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
   const int64_t mc = m1 - m0, panels = (mc + MR - 1) / MR;
   float* abuf = buf.a.get(static_cast<size_t>(panels * MR * p.K));
   float* bbuf = buf.b.get(static_cast<size_t>(KCF * NR));
-  for (int64_t pc = 0; pc < p.K; pc += KCF)  // layout: [K chunk][row panel][kc][MR]
-    pack_a(p, abuf + pc * panels * MR, m0, mc, pc, std::min(KCF, p.K - pc));
+  // Balanced row panels (8 rows: 4 + 4, not 6 + 2, so every panel has enough chains to
+  // keep both FMA pipes busy): panel i holds rows [mc * i / panels, mc * (i + 1) / panels).
+  auto prow = [&](int64_t i) { return mc * i / panels; };
+  for (int64_t pc = 0; pc < p.K; pc += KCF) {  // layout: [K chunk][row panel][kc][MR]
+    const int64_t kc = std::min(KCF, p.K - pc);
+    for (int64_t i = 0; i < panels; ++i)  // in order: a panel's store slack lands in the next
+      pack_a(p, abuf + pc * panels * MR + i * kc * MR, m0 + prow(i), prow(i + 1) - prow(i), pc, kc);
+  }
   const int64_t esz = (p.b_kind == kNtF32 || p.b_kind == kNnF32) ? 4 : 2;
   const bool nt = p.b_kind == kNtF32 || p.b_kind == kNtBf16;
   const int64_t chunks = (p.K + KCF - 1) / KCF;
@@ -235,7 +241,12 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
         for (int64_t l = ci * per_chunk; l < std::min(panel_lines, (ci + 1) * per_chunk); ++l)
           _mm_prefetch(ahead + l * 64, _MM_HINT_T0);
       pack_b(p, bbuf, jr, nv, pc, kc);
-      row_panels(p, abuf + pc * panels * MR, mc, kc, bbuf, NR, m0, jr, nv, p.accumulate || pc > 0);
+      const float* ap = abuf + pc * panels * MR;
+      float* c = p.C + m0 * p.ldc + jr;
+      const bool load_c = p.accumulate || pc > 0;
+      for (int64_t i = 0; i < panels; ++i)
+        kMicro[prow(i + 1) - prow(i) - 1](kc, ap + i * kc * MR, bbuf, NR, c + prow(i) * p.ldc, p.ldc,
+                                          nv, load_c);
     }
   }
 }
