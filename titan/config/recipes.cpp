@@ -151,6 +151,8 @@ struct Registry {
   std::vector<Recipe> recipes{
       {"alphabet_sort_sft", "alphabet_sort SFT from scratch: small Qwen3-style chat model, byte_chat tokens, ~3 min",
        alphabet_sort_sft},
+      {"alphabet_sort_grpo", "GRPO on alphabet_sort from the alphabet_sort_sft export (titan rl), ~8 min",
+       alphabet_sort_grpo},
       {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},

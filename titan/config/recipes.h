@@ -41,5 +41,6 @@ JobConfig shakespeare_char();   // nanoGPT's baby GPT on Tiny Shakespeare, byte 
 JobConfig debugmodel();         // shakespeare_char shrunk to a seconds-long smoke run
 JobConfig qwen3_debugmodel();   // debugmodel as a Qwen3 model with the Qwen3 BPE tokenizer
 JobConfig alphabet_sort_sft();  // small Qwen3-style chat model trained on alphabet_sort demonstrations
+JobConfig alphabet_sort_grpo(); // GRPO on alphabet_sort from the alphabet_sort_sft export (rl_recipes.cpp)
 
 }  // namespace titan::config

@@ -1,0 +1,52 @@
+// RL recipes (`titan rl --recipe NAME`). Registered in the table of recipes.cpp.
+#include "titan/config/recipes.h"
+
+namespace titan::config {
+
+// GRPO on alphabet_sort from the SFT checkpoint (TitanRL's reference experiment at
+// CPU size): the same task config as alphabet_sort_sft (the policy is tested on the
+// distribution it was trained on), group_size 8, temperature 1.0, on-policy
+// (max_offpolicy_steps 0), no KL penalty. The initial policy is the SFT run's HF
+// export, so `titan train --recipe alphabet_sort_sft` must run first (make demo).
+JobConfig alphabet_sort_grpo() {
+  JobConfig c = alphabet_sort_sft();  // model/tokenizer fields; the weights come from rl.init_from
+  c.job.description = "GRPO on alphabet_sort from the alphabet_sort_sft checkpoint (group 8, temperature 1.0)";
+  // training.dataset / task fields stay the SFT's: `titan rl` reads its samples from rl.env.
+  c.training.steps = 40;
+  c.training.seed = 4242;  // order of the task's train split
+  c.training.max_norm = 1.0;
+  c.validation.enabled = false;  // RL validation is rl.val_freq / rl.val_samples
+  c.optimizer.lr = 1e-4;
+  c.optimizer.weight_decay = 0.0;
+  c.lr_scheduler.warmup_steps = 0;
+  c.lr_scheduler.decay_type = DecayType::constant;
+  c.lr_scheduler.min_lr = 0.0;
+  c.checkpoint.enable = true;
+  c.checkpoint.interval = 10;
+  c.checkpoint.keep_latest_k = 2;
+  c.checkpoint.export_hf = false;
+  c.metrics.log_freq = 1;
+  c.generator.kv_cache_bytes = int64_t{64} << 20;
+  c.generator.temperature = 1.0;
+  c.generator.max_tokens = 160;
+  c.generator.seed = 2024;
+  c.rl.algorithm = RLAlgorithm::grpo;
+  c.rl.env = "alphabet_sort";
+  c.rl.env_config = alphabet_sort_sft().training.task_config;  // the SFT's task, same samples
+  c.rl.init_from = "outputs/alphabet_sort_sft/hf";
+  c.rl.group_size = 8;
+  c.rl.rollouts_per_step = 64;
+  c.rl.max_offpolicy_steps = 0;
+  c.rl.epsilon_low = 0.2;
+  c.rl.epsilon_high = 0.2;
+  c.rl.kl_coef = 0.0;
+  c.rl.std_normalize = true;
+  c.rl.val_freq = 10;
+  c.rl.val_samples = 128;
+  c.rl.max_turns = 1;
+  c.rl.max_total_tokens = 1024;
+  c.rl.microbatch_tokens = 4096;
+  return c;
+}
+
+}  // namespace titan::config
