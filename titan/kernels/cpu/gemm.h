@@ -2,7 +2,7 @@
 // construction (DESIGN.md §1.2): every C[m][n] is one FMA chain over k = 0..K-1 in
 // ascending order,
 //     c = accumulate ? C[m][n] : +0.0f;  for k: c = fma(A[m][k], B[k][n], c)
-// (exactly rounded fmaf semantics; K is cut in chunks of 256 whose fp32 partial is
+// (exactly rounded fmaf semantics; K is cut in chunks (64-512) whose fp32 partial is
 // stored and reloaded, which changes no bit), with the same arithmetic for every M (no
 // GEMV path for M = 1; row tails run the same microkernel for fewer rows, column tails
 // are zero-padded and masked), and threads split only M/N blocks. So row m of C has
@@ -13,7 +13,7 @@
 //
 // Implementation: titan/kernels/cpu/isa/gemm.cpp (Goto/BLIS blocking: B packed in
 // NR-wide panels, an MR x NR tile of C in registers: 6 x 16 on AVX2, 14 x 32 on
-// AVX-512; K blocked by 256). Source of the method: Goto & van de Geijn, "Anatomy of
+// AVX-512; K blocked by 512 on AVX2, 256 on AVX-512, 64 on the few-row decode path). Source of the method: Goto & van de Geijn, "Anatomy of
 // High-Performance Matrix Multiplication", ACM TOMS 34(3), 2008.
 //
 // Errors (titan::Error, message names the function and argument): negative sizes,
