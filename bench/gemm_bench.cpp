@@ -115,7 +115,7 @@ void BM_Gemm(benchmark::State& st) {
   const Impl impl = static_cast<Impl>(st.range(4));
   set_threads(threads);
   const size_t wsize = static_cast<size_t>(N * K);
-  const bool cold = M <= 16;
+  const bool cold = M <= 16;  // decode-sized: weights streamed from memory
   const size_t wbytes = wsize * (impl == kTitanBf16 ? 2 : 4);
   const size_t copies = cold ? std::max<size_t>(2, kColdBytes / wbytes + 1) : 1;
   std::vector<float> W(impl == kTitanBf16 ? 0 : wsize * copies);
@@ -157,7 +157,7 @@ void BM_Gemm(benchmark::State& st) {
 void GemmArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "K", "N", "thr", "impl"});
   for (auto [K, N] : {std::pair<int, int>{512, 1536}, {1024, 4096}, {4096, 1024}})
-    for (int M : {1, 16, 128, 512, 2048})
+    for (int M : {1, 8, 16, 128, 512, 2048})
       for (int t : {1, 2}) {
         b->Args({M, K, N, t, kTitan});
 #ifdef TITAN_HAVE_OPENBLAS
