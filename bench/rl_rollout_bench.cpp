@@ -86,6 +86,11 @@ void BM_ValidationReward(benchmark::State& state) {
   }
   int64_t completed = 0;
   for (const auto& r : v.rollouts) completed += r.rollout.status == rl::RolloutStatus::completed;
+  if (std::getenv("TITAN_SHOW"))  // a few rollouts, to see what the model writes
+    for (size_t i = 0; i < v.rollouts.size() && i < 4; ++i)
+      std::printf("--- %s reward %.3f %s\n%s\n", v.rollouts[i].rollout.sample.id.c_str(),
+                  v.rollouts[i].rollout.total_reward, std::string(rl::to_string(v.rollouts[i].rollout.status)).c_str(),
+                  v.rollouts[i].rollout.to_json().dump(1).c_str());
   state.counters["reward_mean"] = v.reward_mean;
   state.counters["episodes"] = static_cast<double>(v.episodes);
   state.counters["completed"] = static_cast<double>(completed) / static_cast<double>(v.episodes);
