@@ -103,8 +103,10 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
   for (auto* layer : layers) {
     if (activation_checkpoint == ActivationCheckpoint::full && autograd::GradMode::enabled() &&
         !batch.is_paged()) {
+      // The recompute runs in backward, after this loop: capture the layer and the
+      // batch (Tensor handles) by value, not the loop variable by reference.
       h = autograd::checkpoint(
-          [&](const std::vector<Tensor>& in) {
+          [this, layer, batch](const std::vector<Tensor>& in) {
             return std::vector<Tensor>{layer->forward(in[0], batch, rope_)};
           },
           {h})[0];
