@@ -1,0 +1,115 @@
+"""Training throughput and memory: titan.cpp (`titan train`) vs PyTorch
+(bench/train_torch.py, same model, batch, optimizer) in one run, plus titan.cpp
+with training.activation_checkpoint=full vs none. Used by bench/train_bench.sh.
+
+Usage: train_bench.py BUILD_DIR [--small-steps 4] [--shakespeare-steps 40] [--only small|shakespeare_char]
+Both sides use 2 threads (TITAN_NUM_THREADS=2; torch.set_num_threads(2) with
+OMP_WAIT_POLICY=PASSIVE, the PyTorch peer's best setting in perf-anchors.md).
+tokens/s = batch x seq / median step time over steps 2..N (step 1 is warm-up).
+Peak RSS: /usr/bin/time -v (maximum resident set size of the whole process).
+titan's working memory per step: metrics.jsonl mem_step_mb = peak tensor-storage
+bytes during the step above those live at its start (weights + optimizer state):
+activations, gradients and temporaries.
+"""
+import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SHARED = os.environ.get("TITAN_SHARED", os.path.join(HERE, "..", "..", "shared"))
+
+# titan overrides giving bench/train_torch.py's CONFIGS
+TITAN_ARGS = {
+    "shakespeare_char": ["--recipe=shakespeare_char", "--lr_scheduler.warmup_steps=10"],  # warmup < bench steps
+    "small": ["--recipe=shakespeare_char", "--model.dim=512", "--model.n_layers=8", "--model.n_heads=8",
+              "--model.n_kv_heads=4", "--model.ffn_hidden_dim=1536", "--model.vocab_size=32000",
+              "--training.seq_len=512", "--training.local_batch_size=8", "--optimizer.lr=3e-4",
+              "--optimizer.beta2=0.95", "--lr_scheduler.warmup_steps=2", "--lr_scheduler.min_lr=0"],
+}
+
+
+def cpu_s(time_stderr):
+    u = re.search(r"User time \(seconds\): ([\d.]+)", time_stderr)
+    k = re.search(r"System time \(seconds\): ([\d.]+)", time_stderr)
+    return float(u.group(1)) + float(k.group(1)) if u and k else float("nan")
+
+
+def peak_rss_mb(time_stderr):
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", time_stderr)
+    return int(m.group(1)) / 1024.0 if m else float("nan")
+
+
+def run_titan(build, cfg, steps, work, extra=()):
+    dump = os.path.join(work, "titan_" + cfg + "_" + "_".join(e.split("=")[-1] for e in extra))
+    shutil.rmtree(dump, ignore_errors=True)
+    cmd = ["/usr/bin/time", "-v", os.path.join(build, "titan"), "train", *TITAN_ARGS[cfg],
+           f"--training.steps={steps}", "--validation.enabled=false", "--checkpoint.enable=false",
+           "--metrics.log_freq=1", f"--job.dump_folder={dump}", *extra]
+    env = dict(os.environ, TITAN_NUM_THREADS="2", OMP_WAIT_POLICY="PASSIVE")
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"titan failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    rows = [json.loads(l) for l in open(os.path.join(dump, "metrics.jsonl")) if '"loss"' in l]
+    timed = rows[1:] or rows
+    step_ms = statistics.median(r["step_ms"] for r in timed)
+    tokens = rows[0]["tokens_per_s"] * rows[0]["step_ms"] / 1e3
+    return {"tokens_per_s": tokens / (step_ms / 1e3), "step_ms": step_ms, "peak_rss_mb": peak_rss_mb(p.stderr),
+            "cpu_s": cpu_s(p.stderr), "wall_s": sum(r["step_ms"] for r in rows) / 1e3,
+            "mem_step_mb": statistics.median(r["mem_step_mb"] for r in timed),
+            "mem_base_mb": timed[-1]["mem_base_mb"], "mfu": statistics.median(r["mfu"] for r in timed),
+            "losses": [r["loss"] for r in rows], "all_step_ms": [round(r["step_ms"], 1) for r in rows]}
+
+
+def run_torch(cfg, steps):
+    cmd = ["/usr/bin/time", "-v", "/usr/bin/python3", os.path.join(HERE, "train_torch.py"), "--config", cfg,
+           "--steps", str(steps), "--threads", "2"]
+    if cfg == "shakespeare_char":
+        cmd += ["--data", os.path.join(SHARED, "data", "tinyshakespeare", "input.txt")]
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"torch failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return {"tokens_per_s": out["tokens_per_s"], "step_ms": out["median_step_ms"],
+            "peak_rss_mb": peak_rss_mb(p.stderr), "losses": out["losses"], "cpu_s": cpu_s(p.stderr),
+            "wall_s": sum(out["step_ms"]) / 1e3,
+            "all_step_ms": [round(x, 1) for x in out["step_ms"]]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--small-steps", type=int, default=4)
+    ap.add_argument("--shakespeare-steps", type=int, default=40)
+    ap.add_argument("--only", choices=["small", "shakespeare_char"])
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="titan_train_bench_")
+    results = {}
+    for cfg, steps in (("shakespeare_char", a.shakespeare_steps), ("small", a.small_steps)):
+        if a.only and cfg != a.only:
+            continue
+        t = run_titan(a.build, cfg, steps, work)
+        p = run_torch(cfg, steps)
+        ac = run_titan(a.build, cfg, steps, work, ["--training.activation_checkpoint=full"])
+        results[cfg] = {"titan": t, "torch": p, "titan_ac_full": ac}
+        print(f"\n## {cfg}: {steps} steps, 2 threads", flush=True)
+        print("| run | tokens/s | median step ms | peak RSS MiB | titan step working memory MiB | MFU | "
+              "process CPU s (all steps + start-up) | wall s in steps |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, r in (("PyTorch 1.13", p), ("titan.cpp", t), ("titan.cpp AC=full", ac)):
+            print(f"| {name} | {r['tokens_per_s']:.0f} | {r['step_ms']:.1f} | {r['peak_rss_mb']:.0f} | "
+                  f"{r.get('mem_step_mb', float('nan')):.1f} | {100 * r.get('mfu', float('nan')):.1f}% | "
+                  f"{r['cpu_s']:.1f} | {r['wall_s']:.1f} |")
+        print(f"titan/torch tokens/s: {t['tokens_per_s'] / p['tokens_per_s']:.2f}x; "
+              f"peak RSS titan/torch: {t['peak_rss_mb'] / p['peak_rss_mb']:.2f}")
+        print(f"AC full vs none: working memory {t['mem_step_mb']:.1f} -> {ac['mem_step_mb']:.1f} MiB "
+              f"({t['mem_step_mb'] / ac['mem_step_mb']:.2f}x less), step time "
+              f"{100 * (ac['step_ms'] / t['step_ms'] - 1):+.1f}%, peak RSS {t['peak_rss_mb']:.0f} -> "
+              f"{ac['peak_rss_mb']:.0f} MiB")
+        print("step ms titan:", t["all_step_ms"], "| torch:", p["all_step_ms"], "| titan AC:", ac["all_step_ms"])
+        sys.stdout.flush()
+    shutil.rmtree(work, ignore_errors=True)
+    print("\nJSON " + json.dumps({k: {n: {x: y for x, y in r.items() if x != "losses"} for n, r in v.items()}
+                                 for k, v in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
