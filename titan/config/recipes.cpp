@@ -149,56 +149,6 @@ JobConfig alphabet_sort_sft() {
   return c;
 }
 
-// A small Qwen3-style chat model (q/k RMSNorm, GQA, tied embeddings) trained from
-// scratch on alphabet_sort demonstrations (rl/sft_data.h: loss on the assistant's
-// tokens only) with the byte_chat tokenizer; the starting policy of alphabet_sort_grpo.
-// The HF export (outputs/alphabet_sort_sft/hf) names its tokenizer in
-// titan_tokenizer.txt, so load_hf_model reloads it. Sized to train in about 3
-// minutes on the 2-core machine (docs/benchmarks.md, "RL rollouter + SFT").
-JobConfig alphabet_sort_sft() {
-  JobConfig c;
-  c.job.description = "alphabet_sort SFT: Qwen3-style 4-layer dim-128 chat model on byte_chat tokens, from scratch";
-  c.model.name = "qwen3";
-  c.model.flavor = "alphabet_sort_sft";
-  c.model.tokenizer_path = "byte_chat";
-  c.model.vocab_size = 0;  // byte_chat: 256 bytes + 7 specials
-  c.model.dim = 128;
-  c.model.n_layers = 4;
-  c.model.n_heads = 4;
-  c.model.n_kv_heads = 2;
-  c.model.head_dim = 32;
-  c.model.ffn_hidden_dim = 384;
-  c.model.rope_theta = 10000.0;
-  c.model.norm_eps = 1e-6;
-  c.model.tie_embeddings = true;
-  c.model.qk_norm = true;
-  c.training.dataset = "rl_task_sft";
-  c.training.dataset_path = "";
-  c.training.task = "alphabet_sort";
-  c.training.task_config = R"({"num_samples": 20256, "num_validation": 256, "min_names": 2, "max_names": 4})";
-  c.training.seq_len = 1024;
-  c.training.local_batch_size = 4;
-  c.training.global_batch_size = 0;
-  c.training.steps = 400;
-  c.training.max_norm = 1.0;
-  c.training.seed = 1234;
-  c.validation.enabled = true;
-  c.validation.freq = 100;
-  c.validation.steps = 4;
-  c.optimizer.name = OptimizerName::adamw;
-  c.optimizer.lr = 3e-3;
-  c.optimizer.beta1 = 0.9;
-  c.optimizer.beta2 = 0.95;
-  c.optimizer.weight_decay = 0.1;
-  c.lr_scheduler.warmup_steps = 40;
-  c.lr_scheduler.decay_type = DecayType::cosine;
-  c.lr_scheduler.min_lr = 3e-4;
-  c.metrics.log_freq = 10;
-  c.checkpoint.enable = false;
-  c.checkpoint.export_hf = true;
-  return c;
-}
-
 namespace {
 
 struct Registry {
