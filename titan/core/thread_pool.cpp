@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,15 +29,23 @@ class Pool {
     stop_workers();
     nthreads_ = n;
     stop_ = false;
+    claimed_ = std::make_unique<std::atomic<uint64_t>[]>(n);
+    const uint64_t now = generation_.load(std::memory_order_acquire);
+    for (int t = 0; t < n; ++t) claimed_[t].store(now, std::memory_order_relaxed);
     // New workers start from the current generation: a job posted before a resize
     // (whose fn is gone) must not be run by them.
     const uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int t = 1; t < n; ++t) workers_.emplace_back([this, t, gen] { worker(t, gen); });
   }
 
+  // Posts the job, runs range 0, then runs every range no worker has claimed yet
+  // (a descheduled worker on a busy machine never stalls the caller), then waits for
+  // the ranges workers are running. A range's arithmetic does not depend on which
+  // thread runs it (all threads share the canonical MXCSR), so results are the same.
   void run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     const int T = static_cast<int>(std::min<int64_t>(nthreads_, n));
     std::vector<std::exception_ptr> errs(T);
+    uint64_t gen;
     {
       std::lock_guard<std::mutex> lk(mu_);
       job_ = &fn;
@@ -44,19 +53,37 @@ class Pool {
       job_T_ = T;
       errs_ = &errs;
       pending_.store(T - 1, std::memory_order_release);
-      generation_.fetch_add(1, std::memory_order_acq_rel);
+      gen = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
     }
     cv_.notify_all();
     run_range(0, T, n, fn, errs);
-    // Spin briefly, then yield, until workers finish.
+    for (int t = 1; t < T; ++t) {
+      if (claim(t, gen)) {
+        run_range(t, T, n, fn, errs);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    }
+    // Only ranges that workers claimed (and are running) remain.
     int spins = 0;
     while (pending_.load(std::memory_order_acquire) > 0) {
-      if (++spins < 20000) _mm_pause(); else std::this_thread::yield();
+      if (++spins < 4000) _mm_pause(); else std::this_thread::yield();
     }
     for (auto& e : errs) if (e) std::rethrow_exception(e);
   }
 
  private:
+  // Range t of job `gen` is run by whoever claims it first (the caller or worker t).
+  // claimed_[t] holds the newest generation for which range t was claimed; a worker
+  // that woke late for an old job cannot claim (its generation is not newer), so it
+  // never runs a finished job's fn.
+  bool claim(int t, uint64_t gen) {
+    uint64_t cur = claimed_[t].load(std::memory_order_acquire);
+    while (cur < gen) {
+      if (claimed_[t].compare_exchange_weak(cur, gen, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  }
+
   static void run_range(int t, int T, int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                         std::vector<std::exception_ptr>& errs) {
     int64_t b = n * t / T, e = n * (t + 1) / T;
@@ -71,7 +98,7 @@ class Pool {
     for (;;) {
       // Spin for a short while before blocking: kernels are called back to back.
       int spins = 0;
-      while (generation_.load(std::memory_order_acquire) == seen && spins < 50000) {
+      while (generation_.load(std::memory_order_acquire) == seen && spins < 20000) {
         _mm_pause();
         ++spins;
       }
@@ -84,7 +111,7 @@ class Pool {
       int T = job_T_;
       auto* errs = errs_;
       lk.unlock();
-      if (t < T) {
+      if (t < T && claim(t, seen)) {
         run_range(t, T, n, *fn, *errs);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
       }
@@ -107,6 +134,7 @@ class Pool {
   std::condition_variable cv_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_T_ = 1;
