@@ -278,5 +278,29 @@ TEST(AlphabetSortConfig, Validation) {
   EXPECT_EQ(c.similarity_power, 8.0);
 }
 
+TEST(AlphabetSortConfig, NamePoolRestrictsNamesToEvenlySpacedEntries) {
+  // name_pool k: the k first names and k last names at positions i * n / k of each list.
+  const auto firsts = alphabet_first_names();
+  const auto lasts = alphabet_last_names();
+  const int k = 4;
+  std::set<std::string> pool;
+  for (int i = 0; i < k; ++i)
+    for (int j = 0; j < k; ++j)
+      pool.insert(std::string(firsts[i * firsts.size() / k]) + std::string(lasts[j * lasts.size() / k]));
+  AlphabetSortConfig cfg = AlphabetSortConfig::from_json({{"name_pool", k}, {"max_names", 5}});
+  std::set<std::string> used;
+  for (int64_t i = 0; i < 200; ++i) {
+    const TaskSample s = make_alphabet_sort_sample(cfg, i);
+    for (const auto& turn : s.prompt["new_names_per_turn"])
+      for (const auto& name : turn) {
+        EXPECT_TRUE(pool.count(name.get<std::string>())) << name;
+        used.insert(name.get<std::string>());
+      }
+  }
+  EXPECT_EQ(used.size(), pool.size());  // 200 samples of up to 5 names reach all 16
+  EXPECT_THROW(AlphabetSortConfig::from_json({{"name_pool", 1}}), Error);
+  EXPECT_THROW(AlphabetSortConfig::from_json({{"name_pool", 2}, {"max_names", 5}}), Error);  // 4 names < 5
+}
+
 }  // namespace
 }  // namespace titan::rl

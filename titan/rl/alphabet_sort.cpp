@@ -16,6 +16,8 @@ namespace titan::rl {
 using nlohmann::json;
 
 void AlphabetSortConfig::validate() const {
+  TITAN_CHECK(name_pool == 0 || (name_pool >= 2 && name_pool <= 300),
+              "AlphabetSortConfig: name_pool must be 0 (all) or in [2, 300], got {}", name_pool);
   TITAN_CHECK(num_samples >= 1, "AlphabetSortConfig: num_samples must be >= 1, got {}", num_samples);
   TITAN_CHECK(min_turns >= 1 && min_turns <= max_turns,
               "AlphabetSortConfig: need 1 <= min_turns <= max_turns, got {} and {}", min_turns, max_turns);
@@ -26,6 +28,9 @@ void AlphabetSortConfig::validate() const {
               max_new_names);
   const int64_t most = max_names + static_cast<int64_t>(max_turns - 1) * std::max(max_new_names, 0);
   TITAN_CHECK(most <= 200, "AlphabetSortConfig: up to {} names per sample; at most 200 supported", most);
+  TITAN_CHECK(name_pool == 0 || most <= int64_t{name_pool} * name_pool,
+              "AlphabetSortConfig: name_pool {} gives {} distinct names, fewer than the {} a sample can need",
+              name_pool, int64_t{name_pool} * name_pool, most);
   TITAN_CHECK(std::isfinite(similarity_power) && similarity_power > 0,
               "AlphabetSortConfig: similarity_power must be > 0, got {}", similarity_power);
   TITAN_CHECK(similarity == "lines" || similarity == "text",
@@ -45,6 +50,7 @@ AlphabetSortConfig AlphabetSortConfig::from_json(const json& j) {
   r.read("max_new_names", c.max_new_names);
   r.read("similarity_power", c.similarity_power);
   r.read("similarity", c.similarity);
+  r.read("name_pool", c.name_pool);
   r.finish();
   c.validate();
   return c;
@@ -127,12 +133,21 @@ std::string join(const std::vector<std::string>& xs, std::string_view sep) {
   return out;
 }
 
+// k names at evenly spaced positions of the list (all of it when k is 0).
+std::vector<std::string_view> name_pool(std::span<const std::string_view> all, int k) {
+  if (k <= 0) return {all.begin(), all.end()};
+  std::vector<std::string_view> out;
+  const int64_t n = static_cast<int64_t>(all.size());
+  for (int64_t i = 0; i < k; ++i) out.push_back(all[static_cast<size_t>(i * n / k)]);
+  return out;
+}
+
 }  // namespace
 
 TaskSample make_alphabet_sort_sample(const AlphabetSortConfig& cfg, int64_t index) {
   TITAN_CHECK(index >= 0, "make_alphabet_sort_sample: index must be >= 0, got {}", index);
-  const auto firsts = alphabet_first_names();
-  const auto lasts = alphabet_last_names();
+  const auto firsts = name_pool(alphabet_first_names(), cfg.name_pool);
+  const auto lasts = name_pool(alphabet_last_names(), cfg.name_pool);
   SampleRng rng(cfg.seed, static_cast<uint64_t>(index));
   const int num_turns = rng.uniform_int(cfg.min_turns, cfg.max_turns);
   std::vector<int> counts;

@@ -52,6 +52,10 @@ struct AlphabetSortConfig {
   int min_new_names = 1;         // names added by each later turn
   int max_new_names = 3;
   double similarity_power = 4.0;  // > 0
+  // 0: all names. k >= 2: only k first names and k last names, taken at evenly spaced
+  // positions of each (alphabetical) list so they span the alphabet; a small pool lets a
+  // small model learn to copy the names and leaves the ordering as the task.
+  int name_pool = 0;
   std::string similarity = "lines";  // "lines" | "text"
 
   // Throws titan::Error naming the field for values out of range.
