@@ -16,7 +16,13 @@ namespace {
 void check_all(const std::vector<TaskSample>& samples, const char* what) {
   std::vector<std::string> programs;
   for (const TaskSample& s : samples) programs.push_back(program_for(s, code_reference_reply(s)));
-  const auto results = run_code_tests_parallel(samples, programs, CodeExecConfig{}, 2);
+  // Generous limits: this checks that the references are correct, not how fast a loaded
+  // CI machine runs them (mbpp/123, a brute-force amicable-number sum, takes several
+  // seconds alone and exceeded the default 10 s wall clock beside other tests).
+  CodeExecConfig cfg;
+  cfg.limits.timeout_s = 120.0;
+  cfg.limits.cpu_s = 60;
+  const auto results = run_code_tests_parallel(samples, programs, cfg, 2);
   int ok = 0, asserts = 0;
   std::vector<std::string> failed;
   for (size_t i = 0; i < samples.size(); ++i) {
