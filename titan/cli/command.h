@@ -9,10 +9,13 @@
 // is printed as one line "error: ..." and exits with code 2.
 #pragma once
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
+
+namespace titan::config {
+struct JobConfig;
+}
 
 namespace titan::cli {
 
@@ -24,6 +27,22 @@ struct CommandInfo {
 };
 
 std::vector<CommandInfo>& command_registry();
+
+// The options of the config-driven commands (train, rl): --recipe, --config,
+// --print-config, --list-recipes; every other argument is a --section.field override.
+struct JobCommandArgs {
+  std::string recipe;
+  std::string config_file;
+  bool print_config = false;
+  bool list_recipes = false;
+};
+// Adds those options to app (recipe's current value is the shown default) and allows extras.
+void add_job_options(CLI::App& app, JobCommandArgs& args);
+// --list-recipes or --print-config: prints and returns 0. Else resolves the config
+// (recipe -> TOML -> app's extra arguments as overrides -> transforms) and returns
+// run_job(config). titan::Error from resolution propagates (one line, exit 2).
+int run_job_command(const JobCommandArgs& args, const CLI::App& app,
+                    const std::function<int(const config::JobConfig&)>& run_job);
 
 struct CommandRegistrar {
   CommandRegistrar(std::string name, std::string help, CommandSetup setup) {

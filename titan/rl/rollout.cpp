@@ -58,8 +58,6 @@ json Rollout::to_json() const {
               {"total_reward", total_reward}};
 }
 
-namespace {
-
 std::string exception_text() {
   try {
     throw;
@@ -69,6 +67,8 @@ std::string exception_text() {
     return "unknown exception";
   }
 }
+
+namespace {
 
 void end(Rollout& r, RolloutStatus s, std::string reason) {
   r.status = s;

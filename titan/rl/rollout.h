@@ -11,12 +11,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "titan/rl/env.h"
 #include "titan/rl/task.h"
@@ -25,12 +24,12 @@ namespace titan::rl {
 
 // How an episode ended (TitanRL RolloutStatus names).
 enum class RolloutStatus {
-  ongoing,              // not finished (only while run_episode is running)
-  completed,            // the environment said done
-  truncated_length,     // a completion was cut at the generator's max_tokens
-  truncated_max_turns,  // EpisodeLimits::max_turns reached before done
-  truncated_max_tokens, // EpisodeLimits::max_total_tokens reached before done
-  error,                // generator abort/failure, environment exception or malformed message
+  ongoing,               // not finished (only while run_episode is running)
+  completed,             // the environment said done
+  truncated_length,      // a completion was cut at the generator's max_tokens
+  truncated_max_turns,   // EpisodeLimits::max_turns reached before done
+  truncated_max_tokens,  // EpisodeLimits::max_total_tokens reached before done
+  error,                 // generator abort/failure, environment exception or malformed message
 };
 std::string_view to_string(RolloutStatus s);
 bool is_truncated(RolloutStatus s);
@@ -50,10 +49,11 @@ struct Rollout {
   // The whole conversation: the environment's messages and the assistant replies
   // (content = completion text) in order.
   std::vector<ChatMessage> messages;
-  std::vector<std::string> completions;     // [num_turns] raw completion text per turn
-  std::vector<std::string> finish_reasons;  // [num_turns] "stop", "length" (cut at max_tokens), "abort", ...
-  std::vector<int64_t> prompt_tokens;       // [num_turns] as reported by the generator (0 if unknown)
-  std::vector<int64_t> completion_tokens;   // [num_turns]
+  std::vector<std::string> completions;  // [num_turns] raw completion text per turn
+  std::vector<std::string>
+      finish_reasons;  // [num_turns] "stop", "length" (cut at max_tokens), "abort", ...
+  std::vector<int64_t> prompt_tokens;  // [num_turns] as reported by the generator (0 if unknown)
+  std::vector<int64_t> completion_tokens;  // [num_turns]
   RolloutStatus status = RolloutStatus::ongoing;
   std::string failure_reason;  // why the episode did not complete normally; empty when completed
   std::vector<RewardComponent> rewards;  // per reward function (Rubric::score)
@@ -84,9 +84,10 @@ struct Completion {
 using GenerateFn = std::function<Completion(const GenerateRequest&)>;
 
 struct EpisodeLimits {
-  int max_turns = 8;             // >= 1; more assistant turns than this -> truncated_max_turns
-  int64_t max_total_tokens = 0;  // 0 = no cap; else prompt + completion tokens of a turn >= cap ends the
-                                 // episode (truncated_max_tokens) unless the environment is done
+  int max_turns = 8;  // >= 1; more assistant turns than this -> truncated_max_turns
+  int64_t max_total_tokens =
+      0;  // 0 = no cap; else prompt + completion tokens of a turn >= cap ends the
+          // episode (truncated_max_tokens) unless the environment is done
 };
 
 // Runs one episode: env.init(sample), then per turn generate -> (finish_reason
@@ -97,6 +98,10 @@ struct EpisodeLimits {
 // titan::Error only for bad limits (max_turns < 1, max_total_tokens < 0).
 Rollout run_episode(MessageEnv& env, const TaskSample& sample, const GenerateFn& generate,
                     const EpisodeLimits& limits = {});
+
+// Inside a catch block: the what() of the exception being handled, or "unknown
+// exception" for a non-std exception (the failure reasons of rollouts).
+std::string exception_text();
 
 // The assistant replies of a conversation, in order (e.g. of a demonstration).
 std::vector<std::string> assistant_replies(const std::vector<ChatMessage>& conversation);

@@ -32,16 +32,6 @@ Rollouter::Rollouter(TaskSpec task, const data::Tokenizer& tok) : task_(std::mov
 
 namespace {
 
-std::string exception_text() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
 // One episode in flight: run_episode's loop unrolled into events.
 struct Episode {
   TokenRollout out;
