@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# titan's generator (bench/engine_bench.cpp) vs llama.cpp (bench/llamacpp/bench.mjs, the
+# prebuilt CPU binary of node-llama-cpp) on the llama3 `small` shapes, f32 weights, 2 threads,
+# measured alternately in one run (llama.cpp, titan, llama.cpp, titan, ... per case), and
+# judged against issue 4's targets. Results: docs/benchmarks.md, "Generator".
+#
+#   bench/generator_vs_llamacpp.sh                  # BUILD=build ROUNDS=2
+#   BUILD=build-llama ROUNDS=3 bench/generator_vs_llamacpp.sh
+#
+# Environment:
+#   BUILD    titan build folder (default build); engine_bench is built there with ninja
+#   ROUNDS   alternations per case (default 2)
+#   GGUF     the llama.cpp model (default $BUILD/llamacpp/titan_small.gguf, made by
+#            bench/make_gguf.py if missing)
+#   CHRT     scheduling prefix for both sides (default "chrt -f 10" when root, else empty):
+#            on this shared 2-core VM other processes otherwise preempt one of the two
+#            compute threads, and both ggml's spinning barrier and titan's pool then stall
+#   KV       llama.cpp KV cache type f16 (llama.cpp's default) or f32 (titan's); default f16
+#   OUT      folder for the raw JSON of every run (default $BUILD/llamacpp/runs)
+# Cases: Prefill512, Decode/1, Decode/8, Decode/64 (titan: every BM_Decode/B/* variant that
+# engine_bench has, "logits lp" = logprobs_from_hidden false, "titan::logprobs" = true;
+# llama.cpp: llama_decode only, and wall per step including its sampler and the node
+# bindings). Targets are judged against llama_decode only (what llama-bench reports).
+# See bench/llamacpp/bench.mjs for the llama.cpp side.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-2}
+KV=${KV:-f16}
+GGUF=${GGUF:-$BUILD/llamacpp/titan_small.gguf}
+OUT=${OUT:-$BUILD/llamacpp/runs}
+if [[ -z "${CHRT+x}" ]]; then
+  if [[ $(id -u) == 0 ]]; then CHRT="chrt -f 10"; else CHRT=""; fi
+fi
+
+if [[ ! -f "$BUILD/build.ninja" ]]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+ninja -C "$BUILD" -j2 engine_bench >/dev/null
+mkdir -p "$(dirname "$GGUF")" "$OUT"
+rm -f "$OUT"/*.json
+[[ -f "$GGUF" ]] || /usr/bin/python3 bench/make_gguf.py "$GGUF" --flavor small
+if [[ ! -d bench/llamacpp/node_modules/@node-llama-cpp/linux-x64 ]]; then
+  # .npmrc: omit=optional (no CUDA/Vulkan packages) and ignore-scripts=true (no postinstall
+  # download/compile); the prebuilt CPU binaries come with @node-llama-cpp/linux-x64.
+  # `npm install` (not `npm ci`): npm leaves the other platforms' optional packages out of
+  # the lock file and `npm ci` then refuses it; `npm install` follows the lock unchanged.
+  (cd bench/llamacpp && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-audit --no-fund)
+fi
+
+declare -A FILTER=(
+  [prefill512]='BM_Prefill512'
+  [decode1]='BM_Decode/1/'
+  [decode8]='BM_Decode/8/'
+  [decode64]='BM_Decode/64/'
+)
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for case in prefill512 decode1 decode8 decode64; do
+  for ((r = 1; r <= ROUNDS; ++r)); do
+    echo "[$(date -u +%T)] $case round $r: llama.cpp (load $(cut -d' ' -f1 /proc/loadavg))"
+    $CHRT node bench/llamacpp/bench.mjs --model "$GGUF" --cases "$case" --threads 2 --kv "$KV" \
+      >"$OUT/llama_${case}_$r.json" 2>"$OUT/llama_${case}_$r.log"
+    echo "[$(date -u +%T)] $case round $r: titan (load $(cut -d' ' -f1 /proc/loadavg))"
+    $CHRT "$BUILD/bench/engine_bench" --benchmark_filter="${FILTER[$case]}" \
+      --benchmark_out="$OUT/titan_${case}_$r.json" --benchmark_out_format=json >/dev/null
+  done
+done
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+/usr/bin/python3 - "$OUT" "$ROUNDS" <<'EOF'
+import glob, json, statistics, sys
+
+out, rounds = sys.argv[1], int(sys.argv[2])
+med = statistics.median
+
+def titan(case, prefix):
+    v = []
+    for f in sorted(glob.glob(f"{out}/titan_{case}_*.json")):
+        for b in json.load(open(f))["benchmarks"]:
+            if b["name"].startswith(prefix):
+                v.append(b["tok/s"])
+    return v
+
+def llama(case, key):
+    v = []
+    for f in sorted(glob.glob(f"{out}/llama_{case}_*.json")):
+        d = json.load(open(f))
+        v.append(d["cases"][case][key])
+    return v, d
+
+# engine_bench's BM_Decode/B/F: F = 0 logprobs from the sampling logits ("logits lp"),
+# F = 1 titan::logprobs on the hidden rows (one more LM-head pass); same bits.
+rows = [  # (label, case, titan prefix, llama key, target ratio)
+    ("prefill 512", "prefill512", "BM_Prefill512", "tok/s", 1.4),
+    ("decode B=1, logits lp", "decode1", "BM_Decode/1/0/", "decode_only_tok/s", 0.95),
+    ("decode B=1, titan::logprobs", "decode1", "BM_Decode/1/1/", "decode_only_tok/s", 0.95),
+    ("decode B=8, logits lp", "decode8", "BM_Decode/8/0/", "decode_only_tok/s", 1.5),
+    ("decode B=8, titan::logprobs", "decode8", "BM_Decode/8/1/", "decode_only_tok/s", 1.5),
+    ("decode B=64, logits lp", "decode64", "BM_Decode/64/0/", "decode_only_tok/s", None),
+    ("decode B=64, titan::logprobs", "decode64", "BM_Decode/64/1/", "decode_only_tok/s", None),
+]
+info = None
+print()
+print("| case | titan tok/s | llama.cpp tok/s (llama_decode) | ratio | llama.cpp tok/s (wall, sampler + bindings) | ratio vs wall | target | status |")
+print("|---|---|---|---|---|---|---|---|")
+for label, case, prefix, key, target in rows:
+    t = titan(case, prefix)
+    l, info = llama(case, key)
+    lw, _ = llama(case, "tok/s")
+    if not t or not l:
+        continue
+    ratio, ratio_w = med(t) / med(l), med(t) / med(lw)
+    fmt = lambda xs: f"{med(xs):.1f} ({', '.join(f'{x:.0f}' for x in xs)})"
+    st = "" if target is None else ("met" if ratio >= target else "not met")
+    tg = "" if target is None else f">= {target}x"
+    print(f"| {label} | {fmt(t)} | {fmt(l)} | {ratio:.2f}x | {fmt(lw)} | {ratio_w:.2f}x | {tg} | {st} |")
+print()
+print("Medians over the rounds (each round's value in parentheses); prefill: llama.cpp wall ="
+      " llama_decode of the 512-token ubatch + one sample; 'llama_decode' column = the same.")
+if info:
+    print(f"llama.cpp: node-llama-cpp {info['node_llama_cpp']}, {info['llama_cpp']['repo']} "
+          f"{info['llama_cpp']['release']} ({info['build_type']}), backend {info['cpu_backend']}, "
+          f"gpu={info['gpu']}, threads {info['threads']}, KV cache {info['kv_cache']}")
+    print(f"system_info: {info['system_info']}")
+for case in ("decode1", "decode8", "decode64"):
+    files = sorted(glob.glob(f"{out}/llama_{case}_*.json"))
+    if files:
+        c = json.load(open(files[-1]))["cases"][case]
+        print(f"llama.cpp {case} (last round): step {c['step_ms']} ms, llama_decode {c['decode_step_ms']} ms,"
+              f" one sampler call {c['sample_call_ms']} ms, tokens per llama_decode {c['tokens_per_decode']}")
+EOF
