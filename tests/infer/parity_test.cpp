@@ -201,8 +201,8 @@ TEST_F(Parity, EngineModesAgreeBitwise) {
   }
   {
     EngineConfig ec = base_config();
-    ec.logprobs_from_hidden = false;
-    expect_same(all, run_all_at_once(*model, c, ec), "logprobs from the sampling logits");
+    ec.logprobs_from_hidden = true;  // default false: from the sampling logits
+    expect_same(all, run_all_at_once(*model, c, ec), "logprobs from the hidden rows (titan::logprobs)");
   }
   {
     const int nt = num_threads();

@@ -51,10 +51,12 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   uint64_t seed = 0;                 // seeds of requests without one derive from it
   std::vector<int32_t> eos_token_ids;  // empty: the tokenizer's EOS, else the model config's
-  // true: sampled-token logprobs from titan::logprobs on the hidden rows (the trainer's
-  // function). false: from the logits already computed for sampling with the same
-  // vocabulary log-sum-exp kernel (same bits, one LM-head GEMM fewer per step).
-  bool logprobs_from_hidden = true;
+  // false (default): sampled-token logprobs from the logits already computed for
+  // sampling, through the trainer's vocabulary log-sum-exp kernel (ce_tile_stats on the
+  // same gemm_f32 logit bits: identical to titan::logprobs on the hidden rows, which
+  // cpu_loss_test and parity_test check bitwise) — one LM-head GEMM fewer per step.
+  // true: titan::logprobs on the hidden rows (a second LM-head pass; kept as a check).
+  bool logprobs_from_hidden = false;
 };
 
 // Counters since construction. A token is a decode token when it is the only token of
