@@ -121,7 +121,7 @@ TEST(CrossEntropy, BackwardMatchesDoubleAndFiniteDifferences) {
 // The contract of DESIGN.md §1.2: the fused path gives the bits of full gemm_f32 logits
 // followed by THE logprob function, for logprobs, lse and loss alike.
 TEST(CrossEntropy, FusedChunkPathHasGemmPlusLogprobsBits) {
-  const Problem p = make(300, 24, 2 * kVocabChunk + 5, 7, false);  // 2 row tiles, 3 chunks
+  const Problem p = make(kCeRowTile + 44, 24, 2 * kVocabChunk + 5, 7, false);  // 2 row tiles, 3 chunks
   std::vector<float> logits(p.T * p.V);
   gemm_f32(p.T, p.V, p.D, p.h.data(), p.D, p.w.data(), p.D, true, logits.data(), p.V, false);
   for (float it : {1.0f, 1.0f / 0.6f}) {
@@ -151,7 +151,7 @@ TEST(CrossEntropy, FusedChunkPathHasGemmPlusLogprobsBits) {
 }
 
 TEST(CrossEntropy, LogitsTwinBackwardMatchesFused) {
-  const Problem p = make(11, 9, kVocabChunk + 3, 13, true);
+  const Problem p = make(kCeRowTile + 11, 9, kVocabChunk + 3, 13, true);  // 2 row tiles
   const float zc = 1e-3f, it = 1.0f;
   auto dl = randn(p.T, 14);
   std::vector<float> logits(p.T * p.V), loss(p.T), lse(p.T), dlogits(p.T * p.V);
@@ -164,6 +164,13 @@ TEST(CrossEntropy, LogitsTwinBackwardMatchesFused) {
   cross_entropy_bwd(dh.data(), nullptr, dl.data(), p.h.data(), p.w.data(), p.y.data(), lse.data(),
                     p.T, p.D, p.V, kIgnore, zc, it, false);
   expect_close(dh, std::vector<double>(dh_twin.begin(), dh_twin.end()), 1e-5, 1e-7, "dhidden");
+  // dweight: the fused kernel accumulates one row tile at a time; its K chain over the
+  // rows continues across tiles, so it has the bits of one GEMM over all T rows.
+  std::vector<float> dw_twin(p.V * p.D), dw(p.V * p.D);
+  gemm_f32_tn(p.V, p.D, p.T, dlogits.data(), p.V, p.h.data(), p.D, dw_twin.data(), p.D, false);
+  cross_entropy_bwd(nullptr, dw.data(), dl.data(), p.h.data(), p.w.data(), p.y.data(), lse.data(),
+                    p.T, p.D, p.V, kIgnore, zc, it, false);
+  EXPECT_TRUE(test::same_bits(dw.data(), dw_twin.data(), p.V * p.D)) << "dweight across row tiles";
 }
 
 TEST(CrossEntropy, RowsAreBatchInvariant) {

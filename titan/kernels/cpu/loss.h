@@ -19,9 +19,12 @@
 
 namespace titan::kernels::cpu {
 
-// Rows per logits tile of the fused kernels: scratch is kCeRowTile × kVocabChunk floats.
-// Does not change any bit of loss/lse/logprobs/dhidden.
-inline constexpr int64_t kCeRowTile = 256;
+// Rows per logits tile of the fused kernels: scratch is kCeRowTile × kVocabChunk floats
+// (16 MiB). Each tile's GEMM packs the vocabulary chunk of the weight again, so larger
+// tiles pack it fewer times (1024 vs 256 rows: 4x fewer packs, ~6 % of a training step
+// of the `small` model). Does not change any bit of loss/lse/logprobs/dhidden/dweight
+// (rows are independent; dweight's K chain over rows continues across tiles).
+inline constexpr int64_t kCeRowTile = 1024;
 
 // Fused forward. loss_per_row (T), lse (T) (may be null), hidden (T, D), weight (V, D)
 // (nn.Linear layout), targets (T) int64 or int32 in [0, V) or == ignore_index.

@@ -57,6 +57,7 @@ constexpr int64_t KC = 512;
 #endif
 constexpr int64_t NC = 2048;  // B block KC x NC: 2-4 MiB, in L3
 constexpr int64_t kFewRows = 4 * MR;  // up to this many rows: the streaming (decode) path
+constexpr int64_t kMediumRows = 2 * MC;  // up to this many: run_medium (A chunk in L2)
 // Decode path (few rows): K chunk of the streamed weights (short, so that packing, which
 // waits on memory, and the FMAs alternate finely), and how many NR-wide weight panels
 // ahead the task prefetches, in address order (one sequential stream per thread).
@@ -279,6 +280,27 @@ void run_direct_nn(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
   }
 }
 
+// Medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task): the whole
+// row range is packed per K chunk (<= 288 KiB, in L2) and each B micro-panel is
+// packed into L1 and consumed by all row panels at once, so B is read from memory
+// exactly once per K chunk with no KC x NC block written to and reread from L3 (at
+// these M, run_blocked's B-block traffic costs as much as the FMAs).
+void run_medium(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  Buffers& buf = thread_buffers();
+  const int64_t mc = m1 - m0;
+  float* abuf = buf.a.get(static_cast<size_t>(((mc + MR - 1) / MR) * MR * KC));
+  float* bbuf = buf.b.get(static_cast<size_t>(KC * NR));
+  for (int64_t pc = 0; pc < p.K; pc += KC) {
+    const int64_t kc = std::min(KC, p.K - pc);
+    pack_a(p, abuf, m0, mc, pc, kc);
+    for (int64_t jr = n0; jr < n1; jr += NR) {
+      const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
+      pack_b(p, bbuf, jr, nv, pc, kc);
+      row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, p.accumulate || pc > 0);
+    }
+  }
+}
+
 // Many rows: BLIS loop order. A B block (KC x NC) is packed once per (jc, pc) and
 // shared by all MC row blocks; its micro-panels stay in L1 across the row panels.
 void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -307,6 +329,7 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_direct_nn(p, m0, m1, n0, n1);
   if (p.b_kind != kNnF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
+  if (m1 - m0 <= kMediumRows) return run_medium(p, m0, m1, n0, n1);
   run_blocked(p, m0, m1, n0, n1);
 }
 
