@@ -182,5 +182,11 @@ int main(int argc, char** argv) {
               static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  // Issue 4's memory bound: the process's peak RSS (weights, one engine's KV pool at a
+  // time — the engines run one after another — activations, the binary and its
+  // libraries) <= weights + the configured KV pool + 10 %.
+  const double bound = 1.1 * (weight_bytes() + static_cast<double>(kKvPoolBytes)) / (1 << 20);
+  std::printf("peak RSS %.1f MiB vs weights + KV pool + 10%% = %.1f MiB: %s\n", peak_rss_mib(), bound,
+              peak_rss_mib() <= bound ? "within" : "ABOVE");
   return 0;
 }
