@@ -12,9 +12,13 @@
 #   ROUNDS   alternations per case (default 2)
 #   GGUF     the llama.cpp model (default $BUILD/llamacpp/titan_small.gguf, made by
 #            bench/make_gguf.py if missing)
-#   CHRT     scheduling prefix for both sides (default "chrt -f 10" when root, else empty):
-#            on this shared 2-core VM other processes otherwise preempt one of the two
-#            compute threads, and both ggml's spinning barrier and titan's pool then stall
+#   PRIO     scheduling prefix for both sides (default "nice -n -10" when root, else empty):
+#            on this shared 2-core VM other processes preempt one of the two compute
+#            threads; ggml's spinning barrier then stalls (llama.cpp at 2 threads fell to
+#            1 tok/s at load 5). Do NOT use SCHED_FIFO (chrt -f) for llama.cpp: its spinning
+#            threads at real-time priority livelocked with node's own threads (B = 64 ran
+#            for 11 minutes and starved the machine). Every run has a 300 s timeout.
+#   CASES    subset of "prefill512 decode1 decode8 decode64" (default all four)
 #   KV       llama.cpp KV cache type f16 (llama.cpp's default) or f32 (titan's); default f16
 #   OUT      folder for the raw JSON of every run (default $BUILD/llamacpp/runs)
 # Cases: Prefill512, Decode/1, Decode/8, Decode/64 (titan: every BM_Decode/B/* variant that
@@ -27,11 +31,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-2}
+CASES=${CASES:-prefill512 decode1 decode8 decode64}
 KV=${KV:-f16}
 GGUF=${GGUF:-$BUILD/llamacpp/titan_small.gguf}
 OUT=${OUT:-$BUILD/llamacpp/runs}
-if [[ -z "${CHRT+x}" ]]; then
-  if [[ $(id -u) == 0 ]]; then CHRT="chrt -f 10"; else CHRT=""; fi
+if [[ -z "${PRIO+x}" ]]; then
+  if [[ $(id -u) == 0 ]]; then PRIO="nice -n -10"; else PRIO=""; fi
 fi
 
 if [[ ! -f "$BUILD/build.ninja" ]]; then
@@ -55,15 +60,16 @@ declare -A FILTER=(
   [decode8]='BM_Decode/8/'
   [decode64]='BM_Decode/64/'
 )
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-for case in prefill512 decode1 decode8 decode64; do
+echo "prio: ${PRIO:-none}; machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for case in $CASES; do
   for ((r = 1; r <= ROUNDS; ++r)); do
     echo "[$(date -u +%T)] $case round $r: llama.cpp (load $(cut -d' ' -f1 /proc/loadavg))"
-    $CHRT node bench/llamacpp/bench.mjs --model "$GGUF" --cases "$case" --threads 2 --kv "$KV" \
+    timeout 300 $PRIO node bench/llamacpp/bench.mjs --model "$GGUF" --cases "$case" --threads 2 --kv "$KV" \
       >"$OUT/llama_${case}_$r.json" 2>"$OUT/llama_${case}_$r.log"
     echo "[$(date -u +%T)] $case round $r: titan (load $(cut -d' ' -f1 /proc/loadavg))"
-    $CHRT "$BUILD/bench/engine_bench" --benchmark_filter="${FILTER[$case]}" \
-      --benchmark_out="$OUT/titan_${case}_$r.json" --benchmark_out_format=json >/dev/null
+    timeout 300 $PRIO "$BUILD/bench/engine_bench" --benchmark_filter="${FILTER[$case]}" \
+      --benchmark_out="$OUT/titan_${case}_$r.json" --benchmark_out_format=json \
+      >"$OUT/titan_${case}_$r.log" 2>&1
   done
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -83,7 +89,7 @@ def titan(case, prefix):
     return v
 
 def llama(case, key):
-    v = []
+    v, d = [], None
     for f in sorted(glob.glob(f"{out}/llama_{case}_*.json")):
         d = json.load(open(f))
         v.append(d["cases"][case][key])
@@ -123,10 +129,14 @@ if info:
           f"{info['llama_cpp']['release']} ({info['build_type']}), backend {info['cpu_backend']}, "
           f"gpu={info['gpu']}, threads {info['threads']}, KV cache {info['kv_cache']}")
     print(f"system_info: {info['system_info']}")
-for case in ("decode1", "decode8", "decode64"):
+for case in ("prefill512", "decode1", "decode8", "decode64"):
     files = sorted(glob.glob(f"{out}/llama_{case}_*.json"))
     if files:
         c = json.load(open(files[-1]))["cases"][case]
+        if case == "prefill512":
+            print(f"llama.cpp prefill512 (last round): wall {c['wall_ms']} ms, {c['llama_perf'][0]}")
+            continue
         print(f"llama.cpp {case} (last round): step {c['step_ms']} ms, llama_decode {c['decode_step_ms']} ms,"
-              f" one sampler call {c['sample_call_ms']} ms, tokens per llama_decode {c['tokens_per_decode']}")
+              f" one sampler call {c['sample_call_ms']} ms, tokens per llama_decode {c['tokens_per_decode']};"
+              f" llama_perf: {max(c['llama_perf'], key=lambda l: int(l.split('/')[1].split()[0]))}")
 EOF
