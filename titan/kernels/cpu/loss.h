@@ -21,8 +21,8 @@ namespace titan::kernels::cpu {
 
 // Rows per logits tile of the fused kernels: scratch is kCeRowTile × kVocabChunk floats
 // (16 MiB). Each tile's GEMM packs the vocabulary chunk of the weight again, so larger
-// tiles pack it fewer times (1024 vs 256 rows: 4x fewer packs, ~6 % of a training step
-// of the `small` model). Does not change any bit of loss/lse/logprobs/dhidden/dweight
+// tiles pack it fewer times (1024 vs 256 rows: 4x fewer packs; the step time of the
+// `small` model moved less than this VM's noise). Does not change any bit of loss/lse/logprobs/dhidden/dweight
 // (rows are independent; dweight's K chain over rows continues across tiles).
 inline constexpr int64_t kCeRowTile = 1024;
 
