@@ -4,6 +4,11 @@
 // "Generator".
 //
 //   build-*/bench/engine_bench [--benchmark_filter=...]
+//   ENGINE_BENCH_MODEL=llama3:100m ENGINE_BENCH_KV_MIB=512 build-*/bench/engine_bench ...
+//
+// ENGINE_BENCH_MODEL = family:flavor (default llama3:small; e.g. llama3:100m,
+// qwen3:qwen3_0.6b), random weights. ENGINE_BENCH_KV_MIB = KV pool in MiB (default 256;
+// qwen3_0.6b needs ~1024 for B = 8 at these contexts without preemption).
 //
 // Benchmarks (tok/s counters are tokens per second of wall time):
 //   Decode/B/0      one engine step = one decode token for each of B running
@@ -21,6 +26,8 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -37,11 +44,23 @@ namespace {
 using namespace titan;
 using namespace titan::infer;
 
-constexpr int64_t kKvPoolBytes = int64_t{256} << 20;
+const int64_t kKvPoolBytes = [] {
+  const char* e = std::getenv("ENGINE_BENCH_KV_MIB");
+  return (e ? std::stoll(e) : int64_t{256}) << 20;
+}();
+
+std::string model_name() {
+  const char* e = std::getenv("ENGINE_BENCH_MODEL");
+  return e ? e : "llama3:small";
+}
 
 const models::Decoder& small_model() {
   static std::unique_ptr<models::Decoder> m = [] {
-    auto d = std::make_unique<models::Decoder>(models::flavor("llama3", "small"));
+    const std::string name = model_name();
+    const size_t colon = name.find(':');
+    if (colon == std::string::npos)
+      throw std::runtime_error("ENGINE_BENCH_MODEL: expected family:flavor, got '" + name + "'");
+    auto d = std::make_unique<models::Decoder>(models::flavor(name.substr(0, colon), name.substr(colon + 1)));
     d->init_weights(0);
     return d;
   }();
@@ -103,7 +122,8 @@ void BM_Decode(benchmark::State& state) {
   state.counters["logits_ms"] = 1e3 * (after.logits_s - before.logits_s) / steps;
   state.counters["sample_lp_ms"] = 1e3 * (after.sample_s - before.sample_s) / steps;
   state.counters["tok/s"] = benchmark::Counter(steps * B, benchmark::Counter::kIsRate);
-  const double lm_head = 32000.0 * 512 * 4;
+  const double lm_head = 4.0 * static_cast<double>(small_model().config().vocab_size) *
+                         static_cast<double>(small_model().config().hidden_size);
   state.counters["weight_GB/s"] =
       benchmark::Counter(steps * (weight_bytes() + (from_hidden ? lm_head : 0)) / 1e9, benchmark::Counter::kIsRate);
   memory_counters(state, e);
@@ -177,8 +197,8 @@ int main(int argc, char** argv) {
   titan::set_num_threads(2);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::printf("model: llama3 small, %lld params (%.1f MB fp32), KV pool %lld MiB, threads %d\n",
-              static_cast<long long>(small_model().num_parameters()), weight_bytes() / 1e6,
+  std::printf("model: %s, %lld params (%.1f MB fp32), KV pool %lld MiB, threads %d\n",
+              model_name().c_str(), static_cast<long long>(small_model().num_parameters()), weight_bytes() / 1e6,
               static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

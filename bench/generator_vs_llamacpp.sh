@@ -10,7 +10,10 @@
 # Environment:
 #   BUILD    titan build folder (default build); engine_bench is built there with ninja
 #   ROUNDS   alternations per case (default 2)
-#   GGUF     the llama.cpp model (default $BUILD/llamacpp/titan_small.gguf, made by
+#   FLAVOR   small (default), 100m or qwen3_0.6b: the shapes on both sides (titan:
+#            ENGINE_BENCH_MODEL llama3:small / llama3:100m / qwen3:qwen3_0.6b; llama.cpp:
+#            make_gguf.py --flavor). KV_MIB: titan's KV pool (default 256; 1024 for qwen3_0.6b)
+#   GGUF     the llama.cpp model (default $BUILD/llamacpp/titan_$FLAVOR.gguf, made by
 #            bench/make_gguf.py if missing)
 #   PRIO     scheduling prefix for both sides (default "nice -n -10" when root, else empty):
 #            on this shared 2-core VM other processes preempt one of the two compute
@@ -33,7 +36,14 @@ BUILD=${BUILD:-build}
 ROUNDS=${ROUNDS:-2}
 CASES=${CASES:-prefill512 decode1 decode8 decode64}
 KV=${KV:-f16}
-GGUF=${GGUF:-$BUILD/llamacpp/titan_small.gguf}
+FLAVOR=${FLAVOR:-small}
+case "$FLAVOR" in
+  small | 100m) ENGINE_BENCH_MODEL=llama3:$FLAVOR ;;
+  qwen3_0.6b) ENGINE_BENCH_MODEL=qwen3:$FLAVOR ;;
+  *) echo "generator_vs_llamacpp.sh: FLAVOR must be small, 100m or qwen3_0.6b, got '$FLAVOR'" >&2; exit 2 ;;
+esac
+export ENGINE_BENCH_MODEL ENGINE_BENCH_KV_MIB=${KV_MIB:-256}
+GGUF=${GGUF:-$BUILD/llamacpp/titan_$FLAVOR.gguf}
 OUT=${OUT:-$BUILD/llamacpp/runs}
 if [[ -z "${PRIO+x}" ]]; then
   if [[ $(id -u) == 0 ]]; then PRIO="nice -n -10"; else PRIO=""; fi
@@ -45,7 +55,7 @@ fi
 ninja -C "$BUILD" -j2 engine_bench >/dev/null
 mkdir -p "$(dirname "$GGUF")" "$OUT"
 rm -f "$OUT"/*.json
-[[ -f "$GGUF" ]] || /usr/bin/python3 bench/make_gguf.py "$GGUF" --flavor small
+[[ -f "$GGUF" ]] || /usr/bin/python3 bench/make_gguf.py "$GGUF" --flavor "$FLAVOR"
 if [[ ! -d bench/llamacpp/node_modules/@node-llama-cpp/linux-x64 ]]; then
   # .npmrc: omit=optional (no CUDA/Vulkan packages) and ignore-scripts=true (no postinstall
   # download/compile); the prebuilt CPU binaries come with @node-llama-cpp/linux-x64.
