@@ -60,8 +60,9 @@ std::vector<int64_t> widen(const char* fn, const I* p, int64_t T) {
   return std::vector<int64_t>(p, p + (T > 0 ? T : 0));
 }
 
-std::unique_ptr<float[]> tile_buffer(int64_t T) {
-  return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * kVocabChunk]);
+// Scratch for one logits tile: rows x chunk columns (a small vocabulary needs only V).
+std::unique_ptr<float[]> tile_buffer(int64_t T, int64_t V) {
+  return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * std::min(V, kVocabChunk)]);
 }
 
 // Per-row vocabulary stats st (T) and scaled target logits zt (T) of hidden · weightᵀ,
@@ -70,7 +71,7 @@ void chunked_stats(VocabStats* st, float* zt, const float* hidden, const float* 
                    const int64_t* targets, int64_t T, int64_t D, int64_t V,
                    float inv_temperature) {
   if (T == 0) return;
-  auto buf = tile_buffer(T);
+  auto buf = tile_buffer(T, V);
   std::fill(zt, zt + T, 0.0f);
   for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, V - c0);
@@ -145,7 +146,7 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
       std::memset(dweight + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
     });
   if (T == 0 || (!dhidden && !dweight)) return;
-  auto buf = tile_buffer(T);
+  auto buf = tile_buffer(T, V);
   for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, V - c0);
     const float* wc = weight + c0 * D;
