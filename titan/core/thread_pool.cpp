@@ -29,12 +29,11 @@ class Pool {
     stop_workers();
     nthreads_ = n;
     stop_ = false;
-    claimed_ = std::make_unique<std::atomic<uint64_t>[]>(n);
-    const uint64_t now = generation_.load(std::memory_order_acquire);
-    for (int t = 0; t < n; ++t) claimed_[t].store(now, std::memory_order_relaxed);
-    // New workers start from the current generation: a job posted before a resize
-    // (whose fn is gone) must not be run by them.
+    // New workers start from the current generation (and no range of it is claimable):
+    // a job posted before a resize (whose fn is gone) must not be run by them.
     const uint64_t gen = generation_.load(std::memory_order_acquire);
+    claimed_ = std::make_unique<std::atomic<uint64_t>[]>(n);
+    for (int t = 0; t < n; ++t) claimed_[t].store(gen, std::memory_order_relaxed);
     for (int t = 1; t < n; ++t) workers_.emplace_back([this, t, gen] { worker(t, gen); });
   }
 

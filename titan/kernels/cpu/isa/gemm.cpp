@@ -23,7 +23,8 @@
 //    once with no large packed copy. The panel two ahead is prefetched line by line
 //    in address order meanwhile (a sequential stream the memory system serves at
 //    near its read bandwidth; the 16 interleaved row streams alone got ~60 % of it);
-//  - few rows with fp32 "NN" B (run_direct_nn): full B panels are read in place.
+//  - few rows with fp32 "NN" B, and medium rows (run_row_block): all rows packed per K
+//    chunk, each B micro-panel used by all of them at once (NN panels read in place).
 // Which path runs depends on the task's row count, but all three call the same
 // microkernel, so the bits do not (tests compare every path to the scalar chain).
 #include <algorithm>
@@ -57,7 +58,7 @@ constexpr int64_t KC = 512;
 #endif
 constexpr int64_t NC = 2048;  // B block KC x NC: 2-4 MiB, in L3
 constexpr int64_t kFewRows = 4 * MR;  // up to this many rows: the streaming (decode) path
-constexpr int64_t kMediumRows = 2 * MC;  // up to this many: run_medium (A chunk in L2)
+constexpr int64_t kMediumRows = 2 * MC;  // up to this many: run_row_block (A chunk in L2)
 // Decode path (few rows): K chunk of the streamed weights (short, so that packing, which
 // waits on memory, and the FMAs alternate finely), and how many NR-wide weight panels
 // ahead the task prefetches, in address order (one sequential stream per thread).
@@ -257,46 +258,34 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
-// Few rows with fp32 "NN" B: B rows are already NR-contiguous, so full panels are read
-// in place (no copy); the column tail is packed with zero padding.
-void run_direct_nn(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+// One A block of all the task's rows per K chunk (packed once, in L2 for up to
+// kMediumRows rows), then every NR-wide B micro-panel consumed by all row panels at
+// once, so B is read from memory exactly once per K chunk with no KC x NC block
+// written to and reread from L3 (at these M, run_blocked's B-block traffic costs as
+// much as the FMAs). Used for
+//  - few rows with fp32 "NN" B (nn_in_place): B rows are already NR-contiguous, so
+//    full panels are read in place (no copy); the column tail is packed with zero padding;
+//  - medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task): every
+//    micro-panel is packed into L1 right before use (it is reused by up to 24 row
+//    panels, so a contiguous copy is worth its cost).
+void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool nn_in_place) {
   Buffers& buf = thread_buffers();
   const int64_t mc = m1 - m0;
   float* abuf = buf.a.get(static_cast<size_t>(((mc + MR - 1) / MR) * MR * KC));
   float* bbuf = buf.b.get(static_cast<size_t>(KC * NR));
   for (int64_t pc = 0; pc < p.K; pc += KC) {
     const int64_t kc = std::min(KC, p.K - pc);
+    const bool load_c = p.accumulate || pc > 0;
     pack_a(p, abuf, m0, mc, pc, kc);
     for (int64_t jr = n0; jr < n1; jr += NR) {
       const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
-      if (nv == NR) {
+      if (nn_in_place && nv == NR) {
         row_panels(p, abuf, mc, kc, static_cast<const float*>(p.B) + pc * p.ldb + jr, p.ldb, m0, jr,
-                   nv, p.accumulate || pc > 0);
+                   nv, load_c);
       } else {
         pack_b(p, bbuf, jr, nv, pc, kc);
-        row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, p.accumulate || pc > 0);
+        row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, load_c);
       }
-    }
-  }
-}
-
-// Medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task): the whole
-// row range is packed per K chunk (<= 288 KiB, in L2) and each B micro-panel is
-// packed into L1 and consumed by all row panels at once, so B is read from memory
-// exactly once per K chunk with no KC x NC block written to and reread from L3 (at
-// these M, run_blocked's B-block traffic costs as much as the FMAs).
-void run_medium(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  Buffers& buf = thread_buffers();
-  const int64_t mc = m1 - m0;
-  float* abuf = buf.a.get(static_cast<size_t>(((mc + MR - 1) / MR) * MR * KC));
-  float* bbuf = buf.b.get(static_cast<size_t>(KC * NR));
-  for (int64_t pc = 0; pc < p.K; pc += KC) {
-    const int64_t kc = std::min(KC, p.K - pc);
-    pack_a(p, abuf, m0, mc, pc, kc);
-    for (int64_t jr = n0; jr < n1; jr += NR) {
-      const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
-      pack_b(p, bbuf, jr, nv, pc, kc);
-      row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, p.accumulate || pc > 0);
     }
   }
 }
@@ -327,9 +316,9 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_direct_nn(p, m0, m1, n0, n1);
+  if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
   if (p.b_kind != kNnF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
-  if (m1 - m0 <= kMediumRows) return run_medium(p, m0, m1, n0, n1);
+  if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
   run_blocked(p, m0, m1, n0, n1);
 }
 
