@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "tests/data/tokenizer_test_util.h"
+#include "tests/util/titan_exe.h"
 
 namespace titan::data {
 namespace {
@@ -17,10 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The titan program: $TITAN_BUILD/titan (set by CTest), else next to tests/.
-std::string titan_exe() {
-  if (const char* b = std::getenv("TITAN_BUILD")) return std::string(b) + "/titan";
-  return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "titan").string();
-}
+using titan::test::titan_exe;
 
 struct Result {
   int code;

@@ -26,6 +26,7 @@
 #include "titan/infer/engine.h"
 #include "titan/models/family.h"
 #include "titan/train/trainer.h"
+#include "tests/util/titan_exe.h"
 
 using namespace titan;
 
@@ -33,10 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string titan_exe() {
-  if (const char* b = std::getenv("TITAN_BUILD")) return std::string(b) + "/titan";
-  return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "titan").string();
-}
+using titan::test::titan_exe;
 
 std::string run_generate(const std::string& args) {
   const std::string cmd = "'" + titan_exe() + "' generate " + args + " 2>&1";

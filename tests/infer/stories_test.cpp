@@ -17,6 +17,7 @@
 #include "titan/core/fs.h"
 #include "titan/infer/engine.h"
 #include "titan/infer/model_loader.h"
+#include "tests/util/titan_exe.h"
 
 using namespace titan;
 using namespace titan::infer;
@@ -43,10 +44,7 @@ std::string reference_text() {
   return t;
 }
 
-std::string titan_exe() {
-  if (const char* b = std::getenv("TITAN_BUILD")) return std::string(b) + "/titan";
-  return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "titan").string();
-}
+using titan::test::titan_exe;
 
 std::pair<int, std::string> run_cli(const std::string& args) {
   const std::string cmd = "'" + titan_exe() + "' generate " + args + " 2>/dev/null";

@@ -21,6 +21,7 @@
 #include "titan/config/resolve.h"
 #include "titan/core/fs.h"
 #include "titan/models/common/decoder.h"
+#include "tests/util/titan_exe.h"
 
 namespace titan::test {
 
@@ -32,12 +33,6 @@ inline std::string fresh_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
-}
-
-// The titan program: $TITAN_BUILD/titan (set by CTest), else next to tests/.
-inline std::string titan_exe() {
-  if (const char* b = std::getenv("TITAN_BUILD")) return std::string(b) + "/titan";
-  return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "titan").string();
 }
 
 // metrics.jsonl as JSON objects, in file order (a line still being written by a

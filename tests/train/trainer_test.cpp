@@ -100,7 +100,9 @@ TEST_P(ResumeBitwise, TwentyStepsEqualTenPlusTen) {
     EXPECT_GT(row["rss_mb"].get<double>(), 0.0);
     EXPECT_EQ(row.contains("val_loss"), step % 10 == 0) << row.dump();
     EXPECT_EQ(row.contains("checkpoint_blocking_ms"), step % 10 == 0) << row.dump();
-    if (mode == "disabled" && step % 10 == 0) EXPECT_EQ(row["checkpoint_step"], step) << row.dump();
+    if (mode == "disabled" && step % 10 == 0) {
+      EXPECT_EQ(row["checkpoint_step"], step) << row.dump();
+    }
   }
   // Every save's write duration is logged once (asynchronous writes on a later row
   // or, for the last one, on a line of its own after training).
