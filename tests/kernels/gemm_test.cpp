@@ -164,6 +164,31 @@ TEST(Gemm, LargeTilesAndThreads) {
   }
 }
 
+// The decode path for at most one vector of rows (rows in the lanes, fp32 NT weights
+// read in place, groups of 8 columns plus single-column tails, the next group
+// prefetched) against the scalar chain, at every row count up to a full AVX-512 vector
+// and one past it, with K steps of 16 plus tails, padded strides, 1 and 2 threads.
+TEST(Gemm, DecodeRowsMatchChain) {
+  std::mt19937 rng(4242);
+  int idx = 0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (int64_t M : {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17})
+      for (int64_t N : {8, 16, 37, 100, 600})
+        for (int64_t K : {1, 16, 17, 300}) {
+          const bool acc = (idx++ % 3) == 1;
+          Case c = make_case(Layout::NT, M, N, K, 3, rng);
+          std::vector<float> C0 = random_vec(static_cast<size_t>(M * c.ldc), rng);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = N; n < c.ldc; ++n) C0[m * c.ldc + n] = std::nanf("");
+          std::vector<float> C = C0;
+          run(c, C.data(), acc);
+          check(c, C, C0, acc);
+        }
+  }
+  set_num_threads(2);
+}
+
 // Row `target` of A (for TN: column) placed at `pos` inside an M-row problem whose
 // other rows are random; returns row `pos` of C. C starts at c0 for that row.
 std::vector<float> row_in_batch(Layout l, const std::vector<float>& target, const Case& base,

@@ -17,6 +17,10 @@
 //      for jc (NC cols): for pc (KC of K): pack B block (KC x NC, L3)
 //        for ic (MC rows): pack A block (MC x KC, L2)
 //          for jr (NR cols): for ir (MR rows): microkernel, C tile in registers
+//  - at most W rows with fp32 "NT" weights, decode (run_rows_in_lanes): the task's rows
+//    are the vector lanes; each weight is broadcast straight from its (N, K) row, with no
+//    packing, into kLaneCols accumulators (one per output column, lane m = row m), and
+//    the next kLaneCols weight rows, one contiguous span, are prefetched in address order;
 //  - few rows, decode (run_few_rows): A packed once for all K; for every NR-wide
 //    weight panel, for pc (KCF = 64): pack the KCF x NR micro-panel into L1 and run
 //    the few row panels on it at once, so each weight is streamed from memory exactly
@@ -25,8 +29,8 @@
 //    near its read bandwidth; the 16 interleaved row streams alone got ~60 % of it);
 //  - few rows with fp32 "NN" B, and medium rows (run_row_block): all rows packed per K
 //    chunk, each B micro-panel used by all of them at once (NN panels read in place).
-// Which path runs depends on the task's row count, but all three call the same
-// microkernel, so the bits do not (tests compare every path to the scalar chain).
+// Which path runs depends on the task's row count, but every path computes each element
+// with the same chain, so the bits do not (tests compare every path to the scalar chain).
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -64,6 +68,10 @@ constexpr int64_t kMediumRows = 2 * MC;  // up to this many: run_row_block (A ch
 // ahead the task prefetches, in address order (one sequential stream per thread).
 constexpr int64_t KCF = 64;
 constexpr int64_t kPrefetchPanels = 2;
+// Rows-in-lanes decode path: output columns per accumulator group (8 chains of
+// latency 4 keep both FMA pipes busy), and the K step between prefetch slices.
+constexpr int kLaneCols = 8;
+constexpr int64_t kLaneKStep = 16;
 
 enum BKind : int { kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3 };
 
@@ -218,6 +226,77 @@ inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc
   }
 }
 
+// kLaneCols-or-fewer (G) output columns [n, n + G) of at most W rows, all of K, with
+// the rows in the vector lanes: acc[g] lane m = C[m][n + g], each step
+// acc[g] = fma(A[m][k], B[n + g][k], acc[g]) for k ascending, the weight broadcast from
+// its NT row (w + g * ldb + k). at: A packed [k][W], lanes >= rows zero. Meanwhile the
+// `ahead_lines` 64-byte lines at `ahead` are prefetched, a slice per K step.
+template <int G>
+void lane_group(int64_t K, const float* __restrict at, const float* __restrict w, int64_t ldb,
+                float* __restrict c, int64_t ldc, int rows, bool load_c, const char* ahead,
+                int64_t ahead_lines) {
+  alignas(64) float t[G][W];
+  vf acc[G];
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g) {
+    if (load_c) {
+      for (int m = 0; m < W; ++m) t[g][m] = m < rows ? c[m * ldc + g] : 0.0f;
+      acc[g] = load(t[g]);
+    } else {
+      acc[g] = zero();
+    }
+  }
+  const int64_t steps = (K + kLaneKStep - 1) / kLaneKStep;
+  const int64_t per_step = (ahead_lines + steps - 1) / steps;
+  for (int64_t k0 = 0, s = 0; k0 < K; k0 += kLaneKStep, ++s) {
+    for (int64_t l = s * per_step; l < std::min(ahead_lines, (s + 1) * per_step); ++l)
+      _mm_prefetch(ahead + l * 64, _MM_HINT_T0);
+    if (k0 + kLaneKStep <= K) {
+#pragma GCC unroll 16
+      for (int64_t k = k0; k < k0 + kLaneKStep; ++k) {
+        const vf av = load(at + k * W);
+#pragma GCC unroll 16
+        for (int g = 0; g < G; ++g) acc[g] = fmadd(av, set1(w[g * ldb + k]), acc[g]);
+      }
+    } else {
+      for (int64_t k = k0; k < K; ++k) {
+        const vf av = load(at + k * W);
+#pragma GCC unroll 16
+        for (int g = 0; g < G; ++g) acc[g] = fmadd(av, set1(w[g * ldb + k]), acc[g]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int g = 0; g < G; ++g) store(t[g], acc[g]);
+  for (int m = 0; m < rows; ++m)
+#pragma GCC unroll 16
+    for (int g = 0; g < G; ++g) c[m * ldc + g] = t[g][m];
+}
+
+// At most W rows, fp32 NT weights (decode): A is packed once into [k][W] lanes, then
+// every group of kLaneCols weight rows is read in place, each weight once, while the
+// next group's span is prefetched. Column tails run one column per group.
+void run_rows_in_lanes(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  const int rows = static_cast<int>(m1 - m0);
+  float* at = thread_buffers().a.get(static_cast<size_t>(p.K * W));
+  std::fill(at, at + p.K * W, 0.0f);
+  for (int m = 0; m < rows; ++m)
+    for (int64_t k = 0; k < p.K; ++k)
+      at[k * W + m] = p.a_trans ? p.A[k * p.lda + m0 + m] : p.A[(m0 + m) * p.lda + k];
+  const float* B = static_cast<const float*>(p.B);
+  const int64_t span_lines = kLaneCols * p.ldb * static_cast<int64_t>(sizeof(float)) / 64;
+  int64_t n = n0;
+  for (; n + kLaneCols <= n1; n += kLaneCols) {
+    const bool next_full = n + 2 * kLaneCols <= n1;
+    lane_group<kLaneCols>(p.K, at, B + n * p.ldb, p.ldb, p.C + m0 * p.ldc + n, p.ldc, rows,
+                          p.accumulate, reinterpret_cast<const char*>(B + (n + kLaneCols) * p.ldb),
+                          next_full ? span_lines : 0);
+  }
+  for (; n < n1; ++n)
+    lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + m0 * p.ldc + n, p.ldc, rows, p.accumulate,
+                  nullptr, 0);
+}
+
 // Few rows (decode): A (all of K) is packed once, then every B micro-panel is
 // streamed over K chunk by chunk (NR sequential row streams for NT weights), packed
 // into L1 and consumed at once by the few row panels. Each weight is read once.
@@ -316,6 +395,7 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  if (p.b_kind == kNtF32 && m1 - m0 <= W) return run_rows_in_lanes(p, m0, m1, n0, n1);
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
   if (p.b_kind != kNnF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
   if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
