@@ -17,11 +17,12 @@
 //      for jc (NC cols): for pc (KC of K): pack B block (KC x NC, L3)
 //        for ic (MC rows): pack A block (MC x KC, L2)
 //          for jr (NR cols): for ir (MR rows): microkernel, C tile in registers
-//  - at most W rows with fp32 "NT" weights, decode (run_rows_in_lanes): the task's rows
-//    are the vector lanes; each weight is broadcast straight from its (N, K) row, with no
-//    packing, into kLaneCols accumulators (one per output column, lane m = row m), and
-//    the next kLaneCols weight rows, one contiguous span, are prefetched in address order;
-//  - few rows, decode (run_few_rows): A packed once for all K; for every NR-wide
+// except for decode with at most W rows and fp32 "NT" weights (run_lanes), which is not
+// cut into tasks of rows x columns: all M rows are the vector lanes; each weight is
+// broadcast straight from its (N, K) row, with no packing, into kLaneCols accumulators
+// (one per output column, lane m = row m); the next kLaneCols weight rows, one
+// contiguous span, are prefetched in address order; threads take column chunks;
+//  - few rows (bf16 weights, or more than W rows), decode (run_few_rows): A packed once for all K; for every NR-wide
 //    weight panel, for pc (KCF = 64): pack the KCF x NR micro-panel into L1 and run
 //    the few row panels on it at once, so each weight is streamed from memory exactly
 //    once with no large packed copy. The panel two ahead is prefetched line by line
@@ -33,9 +34,11 @@
 // with the same chain, so the bits do not (tests compare every path to the scalar chain).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "titan/core/thread_pool.h"
 #include "titan/kernels/cpu/isa/gemm_pack.h"
@@ -72,6 +75,7 @@ constexpr int64_t kPrefetchPanels = 2;
 // latency 4 keep both FMA pipes busy), and the K step between prefetch slices.
 constexpr int kLaneCols = 8;
 constexpr int64_t kLaneKStep = 16;
+constexpr int64_t kLaneChunk = 64;  // columns per work chunk of run_lanes (8 groups)
 
 enum BKind : int { kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3 };
 
@@ -273,28 +277,55 @@ void lane_group(int64_t K, const float* __restrict at, const float* __restrict w
     for (int g = 0; g < G; ++g) c[m * ldc + g] = t[g][m];
 }
 
-// At most W rows, fp32 NT weights (decode): A is packed once into [k][W] lanes, then
-// every group of kLaneCols weight rows is read in place, each weight once, while the
-// next group's span is prefetched. Column tails run one column per group.
-void run_rows_in_lanes(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  const int rows = static_cast<int>(m1 - m0);
-  float* at = thread_buffers().a.get(static_cast<size_t>(p.K * W));
+// Packs rows [m0, m0 + rows) of A (rows <= W) into at[k * W + m]; lanes >= rows are zero.
+void pack_lanes(const Problem& p, float* at, int64_t m0, int rows) {
   std::fill(at, at + p.K * W, 0.0f);
   for (int m = 0; m < rows; ++m)
     for (int64_t k = 0; k < p.K; ++k)
       at[k * W + m] = p.a_trans ? p.A[k * p.lda + m0 + m] : p.A[(m0 + m) * p.lda + k];
+}
+
+// Columns [n0, n1) of all M (<= W) rows, fp32 NT weights read in place, each weight
+// once, from the lane-packed A `at`; while a group runs, the next group's span is
+// prefetched if it ends by column pf_end (the caller's next chunk, usually). Column
+// tails run one column per group.
+void lane_columns(const Problem& p, const float* at, int64_t n0, int64_t n1, int64_t pf_end) {
+  const int rows = static_cast<int>(p.M);
   const float* B = static_cast<const float*>(p.B);
   const int64_t span_lines = kLaneCols * p.ldb * static_cast<int64_t>(sizeof(float)) / 64;
   int64_t n = n0;
   for (; n + kLaneCols <= n1; n += kLaneCols) {
-    const bool next_full = n + 2 * kLaneCols <= n1;
-    lane_group<kLaneCols>(p.K, at, B + n * p.ldb, p.ldb, p.C + m0 * p.ldc + n, p.ldc, rows,
-                          p.accumulate, reinterpret_cast<const char*>(B + (n + kLaneCols) * p.ldb),
+    const bool next_full = n + 2 * kLaneCols <= pf_end;
+    lane_group<kLaneCols>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate,
+                          reinterpret_cast<const char*>(B + (n + kLaneCols) * p.ldb),
                           next_full ? span_lines : 0);
   }
   for (; n < n1; ++n)
-    lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + m0 * p.ldc + n, p.ldc, rows, p.accumulate,
-                  nullptr, 0);
+    lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate, nullptr, 0);
+}
+
+// Decode, M <= W with fp32 NT weights, on T threads: A is lane-packed once (by the
+// caller; the workers only read it), the columns are cut into chunks of kLaneChunk,
+// and thread t takes the chunks of its own contiguous share in address order, then
+// whatever is left of the other shares. A descheduled thread on this shared machine
+// then delays the GEMM by at most a chunk, not by its whole share. Who computes a
+// column never changes its chain, so the bits do not depend on the schedule.
+void run_lanes(const Problem& p, int64_t T) {
+  float* at = thread_buffers().a.get(static_cast<size_t>(p.K * W));
+  pack_lanes(p, at, 0, static_cast<int>(p.M));
+  const int64_t chunks = (p.N + kLaneChunk - 1) / kLaneChunk;
+  T = std::min(T, chunks);
+  if (T <= 1) return lane_columns(p, at, 0, p.N, p.N);
+  std::vector<std::atomic<int64_t>> next(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) next[t].store(chunks * t / T, std::memory_order_relaxed);
+  parallel_for(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t u = (t + i) % T, end = chunks * (u + 1) / T;
+        for (int64_t c; (c = next[u].fetch_add(1, std::memory_order_relaxed)) < end;)
+          lane_columns(p, at, c * kLaneChunk, std::min(p.N, (c + 1) * kLaneChunk), p.N);
+      }
+  });
 }
 
 // Few rows (decode): A (all of K) is packed once, then every B micro-panel is
@@ -395,7 +426,6 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (p.b_kind == kNtF32 && m1 - m0 <= W) return run_rows_in_lanes(p, m0, m1, n0, n1);
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
   if (p.b_kind != kNnF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
   if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
@@ -418,6 +448,7 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
   // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
   // decides who computes an element, never how, so any grid gives the same bits.
   const int64_t T = (M * N * K < (int64_t{1} << 18)) ? 1 : num_threads();
+  if (b_kind == kNtF32 && M <= W) return run_lanes(p, T);
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
   int64_t mt = 1, nt = 1;
   if (T > 1) {
