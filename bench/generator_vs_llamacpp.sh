@@ -24,6 +24,8 @@
 #   CASES    subset of "prefill512 decode1 decode8 decode64" (default all four)
 #   KV       llama.cpp KV cache type f16 (llama.cpp's default) or f32 (titan's); default f16
 #   OUT      folder for the raw JSON of every run (default $BUILD/llamacpp/runs)
+#   SUMMARY_ONLY=1  run nothing: print the table from the JSON already in OUT
+# A run that fails or hits the 300 s timeout is reported and skipped (no JSON, no row).
 # Cases: Prefill512, Decode/1, Decode/8, Decode/64 (titan: every BM_Decode/B/* variant that
 # engine_bench has, "logits lp" = logprobs_from_hidden false, "titan::logprobs" = true;
 # llama.cpp: llama_decode only, and wall per step including its sampler and the node
@@ -54,7 +56,7 @@ if [[ ! -f "$BUILD/build.ninja" ]]; then
 fi
 ninja -C "$BUILD" -j2 engine_bench >/dev/null
 mkdir -p "$(dirname "$GGUF")" "$OUT"
-rm -f "$OUT"/*.json
+[[ "${SUMMARY_ONLY:-0}" == 1 ]] && CASES="" || rm -f "$OUT"/*.json
 [[ -f "$GGUF" ]] || /usr/bin/python3 bench/make_gguf.py "$GGUF" --flavor "$FLAVOR"
 if [[ ! -d bench/llamacpp/node_modules/@node-llama-cpp/linux-x64 ]]; then
   # .npmrc: omit=optional (no CUDA/Vulkan packages) and ignore-scripts=true (no postinstall
@@ -75,11 +77,13 @@ for case in $CASES; do
   for ((r = 1; r <= ROUNDS; ++r)); do
     echo "[$(date -u +%T)] $case round $r: llama.cpp (load $(cut -d' ' -f1 /proc/loadavg))"
     timeout 300 $PRIO node bench/llamacpp/bench.mjs --model "$GGUF" --cases "$case" --threads 2 --kv "$KV" \
-      >"$OUT/llama_${case}_$r.json" 2>"$OUT/llama_${case}_$r.log"
+      >"$OUT/llama_${case}_$r.json" 2>"$OUT/llama_${case}_$r.log" ||
+      { echo "  llama.cpp $case round $r failed or timed out (exit $?): skipped"; rm -f "$OUT/llama_${case}_$r.json"; }
     echo "[$(date -u +%T)] $case round $r: titan (load $(cut -d' ' -f1 /proc/loadavg))"
     timeout 300 $PRIO "$BUILD/bench/engine_bench" --benchmark_filter="${FILTER[$case]}" \
       --benchmark_out="$OUT/titan_${case}_$r.json" --benchmark_out_format=json \
-      >"$OUT/titan_${case}_$r.log" 2>&1
+      >"$OUT/titan_${case}_$r.log" 2>&1 ||
+      { echo "  titan $case round $r failed or timed out (exit $?): skipped"; rm -f "$OUT/titan_${case}_$r.json"; }
   done
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
