@@ -211,21 +211,28 @@ inline void prefetch_c(const float* c, int64_t ldc, int64_t rows) {
   }
 }
 
-// Runs the row panels of an (mc x kc) packed A block against one B micro-panel.
-// next_b (optional): the next packed micro-panel (kc x NR), prefetched into L2 a
-// slice per call so that its first use does not wait on L3.
+// Memory to pull into L2 while a row-panel sweep runs, a slice per microkernel call:
+// `runs` runs of `run_lines` consecutive 64-byte lines, `stride` bytes apart, from
+// `base` (the next packed micro-panel: one run; the next NR weight rows of an NT
+// micro-panel: NR runs). Empty (runs = 0) by default.
+struct Ahead {
+  const char* base = nullptr;
+  int64_t stride = 0, runs = 0, run_lines = 0;
+};
+
+// Runs the row panels of an (mc x kc) packed A block against one B micro-panel,
+// prefetching `ahead` meanwhile so that the next micro-panel does not wait on memory.
 inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc, const float* bp,
-                       int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c,
-                       const float* next_b = nullptr) {
-  const int64_t lines = kc * NR / 16, calls = (mc + MR - 1) / MR;
+                       int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c, Ahead ahead = {}) {
+  const int64_t lines = ahead.runs * ahead.run_lines, calls = (mc + MR - 1) / MR;
   const int64_t per_call = (lines + calls - 1) / calls;
   for (int64_t ir = 0, i = 0; ir < mc; ir += MR, ++i) {
     const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
     float* c = p.C + (m0 + ir) * p.ldc + jr;
     if (ir + MR < mc) prefetch_c(c + MR * p.ldc, p.ldc, std::min<int64_t>(MR, mc - ir - MR));
-    if (next_b)
-      for (int64_t l = i * per_call; l < std::min(lines, (i + 1) * per_call); ++l)
-        _mm_prefetch(reinterpret_cast<const char*>(next_b + l * 16), _MM_HINT_T1);
+    for (int64_t l = i * per_call; l < std::min(lines, (i + 1) * per_call); ++l)
+      _mm_prefetch(ahead.base + (l / ahead.run_lines) * ahead.stride + (l % ahead.run_lines) * 64,
+                   _MM_HINT_T1);
     kMicro[rows - 1](kc, ap + ir * kc, bp, bs, c, p.ldc, nv, load_c);
   }
 }
@@ -368,6 +375,15 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
   }
 }
 
+// The K chunk [pc, pc + kc) of the NT weight rows [jr, jr + NR) (clipped to n1), as an
+// Ahead for row_panels; empty for NN or bf16 weights or past n1.
+Ahead next_nt_panel(const Problem& p, int64_t jr, int64_t n1, int64_t pc, int64_t kc) {
+  if (p.b_kind != kNtF32 || jr >= n1) return {};
+  const int64_t esz = sizeof(float);
+  return Ahead{static_cast<const char*>(p.B) + (jr * p.ldb + pc) * esz, p.ldb * esz,
+               std::min<int64_t>(NR, n1 - jr), (kc * esz + 63) / 64};
+}
+
 // One A block of all the task's rows per K chunk (packed once, in L2 for up to
 // kMediumRows rows), then every NR-wide B micro-panel consumed by all row panels at
 // once, so B is read from memory exactly once per K chunk with no KC x NC block
@@ -377,7 +393,9 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
 //    full panels are read in place (no copy); the column tail is packed with zero padding;
 //  - medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task): every
 //    micro-panel is packed into L1 right before use (it is reused by up to 24 row
-//    panels, so a contiguous copy is worth its cost).
+//    panels, so a contiguous copy is worth its cost); for NT weights the next
+//    micro-panel's NR weight rows are pulled into L2 during the current one's FMAs,
+//    so packing does not wait on memory while the FMA pipes sit idle.
 void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool nn_in_place) {
   Buffers& buf = thread_buffers();
   const int64_t mc = m1 - m0;
@@ -394,7 +412,7 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
                    nv, load_c);
       } else {
         pack_b(p, bbuf, jr, nv, pc, kc);
-        row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, load_c);
+        row_panels(p, abuf, mc, kc, bbuf, NR, m0, jr, nv, load_c, next_nt_panel(p, jr + NR, n1, pc, kc));
       }
     }
   }
@@ -418,7 +436,9 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
         for (int64_t jr = 0; jr < nc; jr += NR)
           row_panels(p, abuf, mc, kc, bblk + jr * kc, NR, ic, jc + jr,
                      static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-                     jr + NR < nc ? bblk + (jr + NR) * kc : nullptr);
+                     jr + NR < nc ? Ahead{reinterpret_cast<const char*>(bblk + (jr + NR) * kc), 0, 1,
+                                          kc * NR * static_cast<int64_t>(sizeof(float)) / 64}
+                                  : Ahead{});
       }
     }
   }
