@@ -133,9 +133,16 @@ void Engine::run_step(const StepPlan& plan) {
         for (int64_t g = 0; g < G; ++g) lp[idx[g]] = po[g];
       }
     } else {
-      for (int64_t r = 0; r < R; ++r) {
-        const float inv_t = static_cast<float>(1.0 / rseq[r]->params->logprob_temperature());
-        kc::logprobs_from_logits(&lp[r], nullptr, L + r * V, &toks[r], 1, V, inv_t);
+      // The same kernel on the sampling logits, one call (rows split over the threads)
+      // per run of rows with one temperature; rows never mix, so the bits are those of
+      // one call per row.
+      for (int64_t r0 = 0; r0 < R;) {
+        const double temp = rseq[r0]->params->logprob_temperature();
+        int64_t r1 = r0 + 1;
+        while (r1 < R && rseq[r1]->params->logprob_temperature() == temp) ++r1;
+        kc::logprobs_from_logits(&lp[r0], nullptr, L + r0 * V, &toks[r0], r1 - r0, V,
+                                 static_cast<float>(1.0 / temp));
+        r0 = r1;
       }
     }
     t_sample = now();
