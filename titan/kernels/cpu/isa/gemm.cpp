@@ -12,25 +12,25 @@
 // columns and mask the C loads/stores. Threads split M and N blocks only.
 //
 // Blocking (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication",
-// ACM TOMS 2008; BLIS loop order). Each task owns a range of rows x a range of columns:
+// ACM TOMS 2008; BLIS loop order). Decode with at most W rows and fp32 "NT" weights
+// (run_lanes) is not cut into row x column tasks: all M rows are the vector lanes; each
+// weight is broadcast straight from its (N, K) row, with no packing, into kLaneCols
+// accumulators (one per output column, lane m = row m); the next kLaneCols weight rows,
+// one contiguous span, are prefetched in address order; threads take column chunks.
+// Otherwise each task owns a range of rows x a range of columns:
 //  - many rows (run_blocked):
 //      for jc (NC cols): for pc (KC of K): pack B block (KC x NC, L3)
 //        for ic (MC rows): pack A block (MC x KC, L2)
 //          for jr (NR cols): for ir (MR rows): microkernel, C tile in registers
-// except for decode with at most W rows and fp32 "NT" weights (run_lanes), which is not
-// cut into tasks of rows x columns: all M rows are the vector lanes; each weight is
-// broadcast straight from its (N, K) row, with no packing, into kLaneCols accumulators
-// (one per output column, lane m = row m); the next kLaneCols weight rows, one
-// contiguous span, are prefetched in address order; threads take column chunks;
-//  - few rows (bf16 weights, or more than W rows), decode (run_few_rows): A packed once for all K; for every NR-wide
-//    weight panel, for pc (KCF = 64): pack the KCF x NR micro-panel into L1 and run
-//    the few row panels on it at once, so each weight is streamed from memory exactly
+//  - few rows (more than W, or bf16 weights), decode (run_few_rows): A packed once for
+//    all K; for every NR-wide weight panel, for pc (KCF = 64): pack the KCF x NR
+//    micro-panel into L1 and run the few row panels on it at once, so each weight is streamed from memory exactly
 //    once with no large packed copy. The panel two ahead is prefetched line by line
 //    in address order meanwhile (a sequential stream the memory system serves at
 //    near its read bandwidth; the 16 interleaved row streams alone got ~60 % of it);
 //  - few rows with fp32 "NN" B, and medium rows (run_row_block): all rows packed per K
 //    chunk, each B micro-panel used by all of them at once (NN panels read in place).
-// Which path runs depends on the task's row count, but every path computes each element
+// Which path runs depends on the row count, but every path computes each element
 // with the same chain, so the bits do not (tests compare every path to the scalar chain).
 #include <algorithm>
 #include <array>
