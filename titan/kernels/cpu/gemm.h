@@ -2,19 +2,24 @@
 // construction (DESIGN.md §1.2): every C[m][n] is one FMA chain over k = 0..K-1 in
 // ascending order,
 //     c = accumulate ? C[m][n] : +0.0f;  for k: c = fma(A[m][k], B[k][n], c)
-// (exactly rounded fmaf semantics; K is cut in chunks (64-512) whose fp32 partial is
-// stored and reloaded, which changes no bit), with the same arithmetic for every M (no
-// GEMV path for M = 1; row tails run the same microkernel for fewer rows, column tails
-// are zero-padded and masked), and threads split only M/N blocks. So row m of C has
-// the same bits whatever M is, wherever the row sits and whatever the thread count;
-// the result equals a scalar std::fmaf loop over k bit for bit (tests check this).
-// Since the chain is fully specified, the AVX-512 and AVX2 builds give the same bits
-// as well (only the speed differs).
+// (exactly rounded fmaf semantics). Every path computes exactly this chain: the blocked
+// paths cut K into chunks (64-512) whose fp32 partial is stored and reloaded (no bit
+// changes), row tails run the same microkernel for fewer rows, column tails are
+// zero-padded and masked; the decode path for M <= one vector of rows with fp32 NT
+// weights keeps the rows in the vector lanes and the whole chain in a register. Which
+// thread computes an element (static M/N blocks, or column chunks claimed at run time
+// on the decode path) never changes how. So row m of C has the same bits whatever M
+// is, wherever the row sits and whatever the thread count; the result equals a scalar
+// std::fmaf loop over k bit for bit (tests check this). Since the chain is fully
+// specified, the AVX-512 and AVX2 builds give the same bits as well (only the speed
+// differs). The one exception is a NaN result's payload (which input NaN propagates),
+// which the instruction form may choose; a NaN is still a NaN.
 //
 // Implementation: titan/kernels/cpu/isa/gemm.cpp (Goto/BLIS blocking: B packed in
 // NR-wide panels, an MR x NR tile of C in registers: 6 x 16 on AVX2, 14 x 32 on
-// AVX-512; K blocked by 512 on AVX2, 256 on AVX-512, 64 on the few-row decode path). Source of the method: Goto & van de Geijn, "Anatomy of
-// High-Performance Matrix Multiplication", ACM TOMS 34(3), 2008.
+// AVX-512; K blocked by 512 on AVX2, 256 on AVX-512, 64 on the few-row path; the
+// rows-in-lanes decode path for M <= 8 / 16). Source of the method: Goto & van de
+// Geijn, "Anatomy of High-Performance Matrix Multiplication", ACM TOMS 34(3), 2008.
 //
 // Errors (titan::Error, message names the function and argument): negative sizes,
 // a leading dimension smaller than the row width it must hold, null pointers for a
@@ -28,8 +33,8 @@ namespace titan::kernels::cpu {
 // C(M, N) = A(M, K) · op(B) [+ C if accumulate], fp32.
 //   b_trans = true : B is (N, K), row stride ldb >= K  (nn.Linear weight layout, "NT")
 //   b_trans = false: B is (K, N), row stride ldb >= N  ("NN")
-// A has row stride lda >= K, C row stride ldc >= N. Threads: num_threads(), static
-// partition over M/N blocks.
+// A has row stride lda >= K, C row stride ldc >= N. Threads: num_threads() (static
+// M/N blocks; column chunks on the M <= 8 / 16 NT fp32 decode path).
 void gemm_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
               int64_t ldb, bool b_trans, float* C, int64_t ldc, bool accumulate);
 

@@ -211,28 +211,43 @@ inline void prefetch_c(const float* c, int64_t ldc, int64_t rows) {
   }
 }
 
-// Memory to pull into L2 while a row-panel sweep runs, a slice per microkernel call:
-// `runs` runs of `run_lines` consecutive 64-byte lines, `stride` bytes apart, from
-// `base` (the next packed micro-panel: one run; the next NR weight rows of an NT
-// micro-panel: NR runs). Empty (runs = 0) by default.
+// Memory to prefetch while a kernel runs, in slices: `runs` runs of `run_lines`
+// consecutive 64-byte lines, `stride` bytes apart, from `base` (the next packed
+// micro-panel: one run; the next weight rows of an NT panel or lane group: one run per
+// row, so the gaps of a padded ldb are skipped). Empty (runs = 0) by default.
 struct Ahead {
   const char* base = nullptr;
   int64_t stride = 0, runs = 0, run_lines = 0;
+  int64_t lines() const { return runs * run_lines; }
+};
+
+// Walks an Ahead in address order, n lines per call (no division per line).
+struct AheadCursor {
+  Ahead a;
+  int64_t r = 0, c = 0;
+  template <int Hint>
+  void next(int64_t n) {
+    for (; n > 0 && r < a.runs; --n) {
+      _mm_prefetch(a.base + r * a.stride + c * 64, static_cast<_mm_hint>(Hint));
+      if (++c == a.run_lines) {
+        c = 0;
+        ++r;
+      }
+    }
+  }
 };
 
 // Runs the row panels of an (mc x kc) packed A block against one B micro-panel,
 // prefetching `ahead` meanwhile so that the next micro-panel does not wait on memory.
 inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc, const float* bp,
                        int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c, Ahead ahead = {}) {
-  const int64_t lines = ahead.runs * ahead.run_lines, calls = (mc + MR - 1) / MR;
-  const int64_t per_call = (lines + calls - 1) / calls;
-  for (int64_t ir = 0, i = 0; ir < mc; ir += MR, ++i) {
+  const int64_t calls = (mc + MR - 1) / MR, per_call = (ahead.lines() + calls - 1) / calls;
+  AheadCursor pf{ahead};
+  for (int64_t ir = 0; ir < mc; ir += MR) {
     const int rows = static_cast<int>(std::min<int64_t>(MR, mc - ir));
     float* c = p.C + (m0 + ir) * p.ldc + jr;
     if (ir + MR < mc) prefetch_c(c + MR * p.ldc, p.ldc, std::min<int64_t>(MR, mc - ir - MR));
-    for (int64_t l = i * per_call; l < std::min(lines, (i + 1) * per_call); ++l)
-      _mm_prefetch(ahead.base + (l / ahead.run_lines) * ahead.stride + (l % ahead.run_lines) * 64,
-                   _MM_HINT_T1);
+    pf.next<_MM_HINT_T1>(per_call);
     kMicro[rows - 1](kc, ap + ir * kc, bp, bs, c, p.ldc, nv, load_c);
   }
 }
@@ -240,12 +255,11 @@ inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc
 // kLaneCols-or-fewer (G) output columns [n, n + G) of at most W rows, all of K, with
 // the rows in the vector lanes: acc[g] lane m = C[m][n + g], each step
 // acc[g] = fma(A[m][k], B[n + g][k], acc[g]) for k ascending, the weight broadcast from
-// its NT row (w + g * ldb + k). at: A packed [k][W], lanes >= rows zero. Meanwhile the
-// `ahead_lines` 64-byte lines at `ahead` are prefetched, a slice per K step.
+// its NT row (w + g * ldb + k). at: A packed [k][W], lanes >= rows zero. Meanwhile
+// `ahead` is prefetched into L1, a slice per K step.
 template <int G>
 void lane_group(int64_t K, const float* __restrict at, const float* __restrict w, int64_t ldb,
-                float* __restrict c, int64_t ldc, int rows, bool load_c, const char* ahead,
-                int64_t ahead_lines) {
+                float* __restrict c, int64_t ldc, int rows, bool load_c, Ahead ahead) {
   alignas(64) float t[G][W];
   vf acc[G];
 #pragma GCC unroll 16
@@ -258,10 +272,10 @@ void lane_group(int64_t K, const float* __restrict at, const float* __restrict w
     }
   }
   const int64_t steps = (K + kLaneKStep - 1) / kLaneKStep;
-  const int64_t per_step = (ahead_lines + steps - 1) / steps;
-  for (int64_t k0 = 0, s = 0; k0 < K; k0 += kLaneKStep, ++s) {
-    for (int64_t l = s * per_step; l < std::min(ahead_lines, (s + 1) * per_step); ++l)
-      _mm_prefetch(ahead + l * 64, _MM_HINT_T0);
+  const int64_t per_step = (ahead.lines() + steps - 1) / steps;
+  AheadCursor pf{ahead};
+  for (int64_t k0 = 0; k0 < K; k0 += kLaneKStep) {
+    pf.next<_MM_HINT_T0>(per_step);
     if (k0 + kLaneKStep <= K) {
 #pragma GCC unroll 16
       for (int64_t k = k0; k < k0 + kLaneKStep; ++k) {
@@ -299,16 +313,16 @@ void pack_lanes(const Problem& p, float* at, int64_t m0, int rows) {
 void lane_columns(const Problem& p, const float* at, int64_t n0, int64_t n1, int64_t pf_end) {
   const int rows = static_cast<int>(p.M);
   const float* B = static_cast<const float*>(p.B);
-  const int64_t span_lines = kLaneCols * p.ldb * static_cast<int64_t>(sizeof(float)) / 64;
+  const int64_t esz = sizeof(float), row_lines = (p.K * esz + 63) / 64;
   int64_t n = n0;
   for (; n + kLaneCols <= n1; n += kLaneCols) {
-    const bool next_full = n + 2 * kLaneCols <= pf_end;
-    lane_group<kLaneCols>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate,
-                          reinterpret_cast<const char*>(B + (n + kLaneCols) * p.ldb),
-                          next_full ? span_lines : 0);
+    Ahead next;  // the next group's kLaneCols weight rows (K floats each), if it is full
+    if (n + 2 * kLaneCols <= pf_end)
+      next = Ahead{reinterpret_cast<const char*>(B + (n + kLaneCols) * p.ldb), p.ldb * esz, kLaneCols, row_lines};
+    lane_group<kLaneCols>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate, next);
   }
   for (; n < n1; ++n)
-    lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate, nullptr, 0);
+    lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate, Ahead{});
 }
 
 // Decode, M <= W with fp32 NT weights, on T threads: A is lane-packed once (by the
