@@ -298,12 +298,12 @@ void lane_group(int64_t K, const float* __restrict at, const float* __restrict w
     for (int g = 0; g < G; ++g) c[m * ldc + g] = t[g][m];
 }
 
-// Packs rows [m0, m0 + rows) of A (rows <= W) into at[k * W + m]; lanes >= rows are zero.
+// Packs rows [m0, m0 + rows) of A (rows <= W) into at[k * W + m]; lanes >= rows are
+// zero. Every lane is written once.
 void pack_lanes(const Problem& p, float* at, int64_t m0, int rows) {
-  std::fill(at, at + p.K * W, 0.0f);
-  for (int m = 0; m < rows; ++m)
-    for (int64_t k = 0; k < p.K; ++k)
-      at[k * W + m] = p.a_trans ? p.A[k * p.lda + m0 + m] : p.A[(m0 + m) * p.lda + k];
+  for (int64_t k = 0; k < p.K; ++k, at += W)
+    for (int m = 0; m < W; ++m)
+      at[m] = m >= rows ? 0.0f : p.a_trans ? p.A[k * p.lda + m0 + m] : p.A[(m0 + m) * p.lda + k];
 }
 
 // Columns [n0, n1) of all M (<= W) rows, fp32 NT weights read in place, each weight
@@ -479,10 +479,10 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
     return;
   }
   const Problem p{M, N, K, A, lda, a_trans, B, ldb, b_kind, C, ldc, accumulate};
-  // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
-  // decides who computes an element, never how, so any grid gives the same bits.
   const int64_t T = (M * N * K < (int64_t{1} << 18)) ? 1 : num_threads();
   if (b_kind == kNtF32 && M <= W) return run_lanes(p, T);
+  // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
+  // decides who computes an element, never how, so any grid gives the same bits.
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
   int64_t mt = 1, nt = 1;
   if (T > 1) {
