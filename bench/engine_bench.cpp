@@ -54,7 +54,7 @@ std::string model_name() {
   return e ? e : "llama3:small";
 }
 
-const models::Decoder& small_model() {
+const models::Decoder& bench_model() {
   static std::unique_ptr<models::Decoder> m = [] {
     const std::string name = model_name();
     const size_t colon = name.find(':');
@@ -67,7 +67,7 @@ const models::Decoder& small_model() {
   return *m;
 }
 
-double weight_bytes() { return static_cast<double>(small_model().num_parameters()) * 4.0; }
+double weight_bytes() { return static_cast<double>(bench_model().num_parameters()) * 4.0; }
 
 double peak_rss_mib() {
   std::ifstream f("/proc/self/status");
@@ -111,7 +111,7 @@ void memory_counters(benchmark::State& state, const Engine& e) {
 void BM_Decode(benchmark::State& state) {
   const int64_t B = state.range(0);
   const bool from_hidden = state.range(1) != 0;
-  Engine e(small_model(), nullptr, engine_config(from_hidden));
+  Engine e(bench_model(), nullptr, engine_config(from_hidden));
   for (int64_t i = 0; i < B; ++i) e.add_request(prompt(96, i), sampling(100000, i));
   while (e.stats().decode_tokens < B) e.step();  // every sequence prefilled and decoding
   const EngineStats before = e.stats();
@@ -122,8 +122,8 @@ void BM_Decode(benchmark::State& state) {
   state.counters["logits_ms"] = 1e3 * (after.logits_s - before.logits_s) / steps;
   state.counters["sample_lp_ms"] = 1e3 * (after.sample_s - before.sample_s) / steps;
   state.counters["tok/s"] = benchmark::Counter(steps * B, benchmark::Counter::kIsRate);
-  const double lm_head = 4.0 * static_cast<double>(small_model().config().vocab_size) *
-                         static_cast<double>(small_model().config().hidden_size);
+  const double lm_head = 4.0 * static_cast<double>(bench_model().config().vocab_size) *
+                         static_cast<double>(bench_model().config().hidden_size);
   state.counters["weight_GB/s"] =
       benchmark::Counter(steps * (weight_bytes() + (from_hidden ? lm_head : 0)) / 1e9, benchmark::Counter::kIsRate);
   memory_counters(state, e);
@@ -132,7 +132,7 @@ BENCHMARK(BM_Decode)->Args({1, 0})->Args({8, 0})->Args({64, 0})->Args({1, 1})->A
     ->Iterations(48)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Prefill512(benchmark::State& state) {
-  Engine e(small_model(), nullptr, engine_config());
+  Engine e(bench_model(), nullptr, engine_config());
   SamplingParams p = sampling(1, 1);
   uint64_t i = 0;
   for (auto _ : state) e.generate({prompt(512, 1000 + i++)}, p);
@@ -153,7 +153,7 @@ void BM_Concurrent64(benchmark::State& state) {
   }
   double steps = 0;
   for (auto _ : state) {
-    Engine e(small_model(), nullptr, engine_config());
+    Engine e(bench_model(), nullptr, engine_config());
     if (batched) {
       e.generate(prompts, params);
     } else {
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   std::printf("model: %s, %lld params (%.1f MB fp32), KV pool %lld MiB, threads %d\n",
-              model_name().c_str(), static_cast<long long>(small_model().num_parameters()), weight_bytes() / 1e6,
+              model_name().c_str(), static_cast<long long>(bench_model().num_parameters()), weight_bytes() / 1e6,
               static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
