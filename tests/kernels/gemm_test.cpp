@@ -189,6 +189,46 @@ TEST(Gemm, DecodeRowsMatchChain) {
   set_num_threads(2);
 }
 
+// Weights repacked into panels (gemm_pack_panels) against the scalar chain of the same
+// NT weights, on every path the panels take: decode rows (<= 24: whole panels streamed
+// with columns claimed by the threads), medium rows, and many rows (micro-panels read
+// in place from the B block, N past one NC block); K tails and K past one KC chunk,
+// column tails (the zero-padded last panel), padded strides, 1 and 2 threads.
+TEST(Gemm, PanelsMatchChain) {
+  std::mt19937 rng(99);
+  struct Shape3 { int64_t M, N, K; };
+  std::vector<Shape3> shapes;
+  for (int64_t M : {1, 2, 5, 6, 7, 8, 9, 17, 24, 25})
+    for (int64_t N : {16, 37, 100})
+      for (int64_t K : {1, 17, 300}) shapes.push_back({M, N, K});
+  for (Shape3 s : {Shape3{64, 200, 600}, Shape3{150, 70, 520}, Shape3{300, 2100, 33}, Shape3{13, 2100, 40}})
+    shapes.push_back(s);
+  int idx = 0;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Shape3& s : shapes) {
+      const bool acc = (idx++ % 3) == 1;
+      Case c = make_case(Layout::NT, s.M, s.N, s.K, 3, rng);
+      std::vector<float> panels(static_cast<size_t>(gemm_panels_size(s.N, s.K)), std::nanf(""));
+      gemm_pack_panels(s.N, s.K, c.Bf.data(), c.ldb, panels.data());
+      std::vector<float> C0 = random_vec(static_cast<size_t>(s.M * c.ldc), rng);
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t n = s.N; n < c.ldc; ++n) C0[m * c.ldc + n] = std::nanf("");
+      std::vector<float> C = C0;
+      gemm_f32_panels(s.M, s.N, s.K, c.A.data(), c.lda, panels.data(), C.data(), c.ldc, acc);
+      check(c, C, C0, acc);
+    }
+  }
+  set_num_threads(2);
+  const int64_t w = gemm_panel_width();
+  EXPECT_TRUE(w == 16 || w == 32) << w;
+  EXPECT_EQ(gemm_panels_size(37, 5), (37 + w - 1) / w * w * 5);
+  std::vector<float> W(64), P(static_cast<size_t>(gemm_panels_size(4, 4)));
+  EXPECT_THROW(gemm_pack_panels(4, 4, W.data(), 3, P.data()), Error);  // ldw < K
+  EXPECT_THROW(gemm_pack_panels(-1, 4, W.data(), 4, P.data()), Error);
+  EXPECT_THROW(gemm_f32_panels(2, 4, 4, W.data(), 3, P.data(), W.data(), 4, false), Error);  // lda < K
+}
+
 // Row `target` of A (for TN: column) placed at `pos` inside an M-row problem whose
 // other rows are random; returns row `pos` of C. C starts at c0 for that row.
 std::vector<float> row_in_batch(Layout l, const std::vector<float>& target, const Case& base,

@@ -9,11 +9,14 @@ TITAN_DECLARE_ISA(void, gemm_run,
                   (int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool a_trans,
                    const void* B, int64_t ldb, int b_kind, float* C, int64_t ldc, bool accumulate))
 
+TITAN_DECLARE_ISA(int64_t, gemm_panel_width, ())
+TITAN_DECLARE_ISA(void, gemm_pack_panels, (int64_t N, int64_t K, const float* W, int64_t ldw, float* dst))
+
 namespace titan::kernels::cpu {
 namespace {
 
 // b_kind codes understood by isa/gemm.cpp.
-constexpr int kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3;
+constexpr int kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3, kPanelF32 = 4;
 
 void check_args(const char* fn, int64_t M, int64_t N, int64_t K, const void* A, int64_t lda,
                 int64_t lda_min, const void* B, int64_t ldb, int64_t ldb_min, const float* C,
@@ -48,6 +51,28 @@ void gemm_f32_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
                  int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   check_args("gemm_f32_tn", M, N, K, A, lda, M, B, ldb, N, C, ldc);
   TITAN_DISPATCH(gemm_run, M, N, K, A, lda, true, B, ldb, kNnF32, C, ldc, accumulate);
+}
+
+int64_t gemm_panel_width() { return TITAN_DISPATCH(gemm_panel_width); }
+
+int64_t gemm_panels_size(int64_t N, int64_t K) {
+  TITAN_CHECK(N >= 0 && K >= 0, "gemm_panels_size: sizes must be >= 0, got N={} K={}", N, K);
+  const int64_t w = gemm_panel_width();
+  return (N + w - 1) / w * w * K;
+}
+
+void gemm_pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* dst) {
+  TITAN_CHECK(N >= 0 && K >= 0, "gemm_pack_panels: sizes must be >= 0, got N={} K={}", N, K);
+  TITAN_CHECK(ldw >= K && ldw >= 1, "gemm_pack_panels: ldw must be >= K={}, got {}", K, ldw);
+  if (N == 0 || K == 0) return;
+  TITAN_CHECK(W != nullptr && dst != nullptr, "gemm_pack_panels: W or dst is null with N={} K={}", N, K);
+  TITAN_DISPATCH(gemm_pack_panels, N, K, W, ldw, dst);
+}
+
+void gemm_f32_panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
+                     float* C, int64_t ldc, bool accumulate) {
+  check_args("gemm_f32_panels", M, N, K, A, lda, K, Bp, 1, 1, C, ldc);
+  TITAN_DISPATCH(gemm_run, M, N, K, A, lda, false, Bp, 1, kPanelF32, C, ldc, accumulate);
 }
 
 }  // namespace titan::kernels::cpu

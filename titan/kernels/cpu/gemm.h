@@ -8,7 +8,8 @@
 // zero-padded and masked; the decode path for M <= one vector of rows with fp32 NT
 // weights keeps the rows in the vector lanes and the whole chain in a register. Which
 // thread computes an element (static M/N blocks, or column chunks claimed at run time
-// on the decode path) never changes how. So row m of C has the same bits whatever M
+// on the decode path) never changes how; neither does the weights' layout (NT, NN, or
+// repacked into panels, below). So row m of C has the same bits whatever M
 // is, wherever the row sits and whatever the thread count; the result equals a scalar
 // std::fmaf loop over k bit for bit (tests check this). Since the chain is fully
 // specified, the AVX-512 and AVX2 builds give the same bits as well (only the speed
@@ -48,5 +49,22 @@ void gemm_f32_bf16(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
 // dW = dYᵀ · X. lda >= M, ldb >= N, ldc >= N. Each C[m][n] sums over k ascending.
 void gemm_f32_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float* C, int64_t ldc, bool accumulate);
+
+// Weights repacked for inference ("panels", as llama.cpp repacks CPU weights at load):
+// W (N, K) (the nn.Linear layout) rewritten as ceil(N / w) panels of w columns, each K
+// rows of w floats (zero past column N), panels back to back; w = gemm_panel_width()
+// (the microkernel's tile width: 16 on AVX2, 32 on AVX-512; fixed for the process, so
+// a packed buffer is never saved or moved between processes). Every micro-panel is then
+// read in place, and a decode step (few rows) streams each panel in address order with
+// no packing. gemm_f32_panels(.., Bp = packed W, ..) gives the same bits as
+// gemm_f32(.., W, K, b_trans = true, ..): the same chain per element.
+//   gemm_panels_size: floats of the packed buffer, ceil(N / w) * w * K.
+//   gemm_pack_panels: W (N, K) row stride ldw >= K -> dst (gemm_panels_size floats).
+// Errors (titan::Error): negative sizes, ldw < K, null pointers for a non-empty problem.
+int64_t gemm_panel_width();
+int64_t gemm_panels_size(int64_t N, int64_t K);
+void gemm_pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* dst);
+void gemm_f32_panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,
+                     float* C, int64_t ldc, bool accumulate);
 
 }  // namespace titan::kernels::cpu

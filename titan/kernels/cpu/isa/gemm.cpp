@@ -12,7 +12,9 @@
 // columns and mask the C loads/stores. Threads split M and N blocks only.
 //
 // Blocking (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication",
-// ACM TOMS 2008; BLIS loop order). Decode with at most W rows and fp32 "NT" weights
+// ACM TOMS 2008; BLIS loop order). Weights repacked into panels (gemm_pack_panels,
+// the packed-B layout over all of K) skip every B packing: the micro-panels are read
+// in place, and decode (run_panel_rows) streams each panel once in address order. Decode with at most W rows and fp32 "NT" weights
 // (run_lanes) is not cut into row x column tasks: all M rows are the vector lanes; each
 // weight is broadcast straight from its (N, K) row, with no packing, into kLaneCols
 // accumulators (one per output column, lane m = row m); the next kLaneCols weight rows,
@@ -75,18 +77,31 @@ constexpr int64_t kPrefetchPanels = 2;
 // latency 4 keep both FMA pipes busy), and the K step between prefetch slices.
 constexpr int kLaneCols = 8;
 constexpr int64_t kLaneKStep = 16;
-constexpr int64_t kLaneChunk = 64;  // columns per work chunk of run_lanes (8 groups)
+constexpr int64_t kLaneChunk = 64;  // columns per work chunk of run_lanes / run_panel_rows
+// Decode with repacked weights: K rows of a weight panel per microkernel call (16 KiB
+// of an AVX2 panel: it stays in L1 for the next row panel).
+constexpr int64_t kPanelKC = 256;
+// ... and how far ahead of its reads the first row panel prefetches the weight stream
+// (bytes; at M = 8 on the Zen3 machine the stream ran ~10 % slower without it).
+constexpr int64_t kPanelAhead = 4096;
 
-enum BKind : int { kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3 };
+// kPanelF32: fp32 weights (N, K) repacked by gemm_pack_panels: panel j = columns
+// [j * NR, j * NR + NR) as K rows of NR floats (zero past N), panels back to back; every
+// micro-panel is then read in place, in address order.
+enum BKind : int { kNtF32 = 0, kNnF32 = 1, kNtBf16 = 2, kNnBf16 = 3, kPanelF32 = 4 };
 
 // Lanes of vector j that hold real columns when the tile has nv valid columns.
 inline int lanes(int nv, int j) { return std::clamp(nv - j * W, 0, W); }
 
 // C tile (ROWS x NR) += A panel (ROWS x kc, packed [k][MR]) * B panel (kc x NR, row
 // stride bs floats). load_c = false starts every chain at +0.0f. nv < NR masks C.
-template <int ROWS>
-void microkernel(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
-                 float* __restrict c, int64_t ldc, int nv, bool load_c) {
+// PF: with each B row, the B row pf_bytes further on is prefetched into L1 (a B stream
+// read once, in address order: the repacked-weight decode path).
+template <int ROWS, bool PF>
+[[gnu::always_inline]] inline void microkernel_body(int64_t kc, const float* __restrict a,
+                                                    const float* __restrict b, int64_t bs,
+                                                    float* __restrict c, int64_t ldc, int nv,
+                                                    bool load_c, int64_t pf_bytes) {
   vf acc[ROWS][NV];
   if (!load_c) {
 #pragma GCC unroll 16
@@ -106,6 +121,9 @@ void microkernel(int64_t kc, const float* __restrict a, const float* __restrict 
   }
 #pragma GCC unroll 4  // immediate offsets for a and b: ~10 % faster on Zen3 (same ops per chain)
   for (int64_t k = 0; k < kc; ++k) {
+    if constexpr (PF)
+      for (int l = 0; l < NR * 4 / 64; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(b) + pf_bytes + l * 64, _MM_HINT_T0);
     vf bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = load(b + j * W);
@@ -132,12 +150,29 @@ void microkernel(int64_t kc, const float* __restrict a, const float* __restrict 
   }
 }
 
+template <int ROWS>
+void microkernel(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
+                 float* __restrict c, int64_t ldc, int nv, bool load_c) {
+  microkernel_body<ROWS, false>(kc, a, b, bs, c, ldc, nv, load_c, 0);
+}
+template <int ROWS>
+void microkernel_pf(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
+                    float* __restrict c, int64_t ldc, int nv, bool load_c, int64_t pf_bytes) {
+  microkernel_body<ROWS, true>(kc, a, b, bs, c, ldc, nv, load_c, pf_bytes);
+}
+
 using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool);
+using MicroPfFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool, int64_t);
 template <size_t... I>
 constexpr auto make_table(std::index_sequence<I...>) {
   return std::array<MicroFn, sizeof...(I)>{&microkernel<static_cast<int>(I) + 1>...};
 }
+template <size_t... I>
+constexpr auto make_pf_table(std::index_sequence<I...>) {
+  return std::array<MicroPfFn, sizeof...(I)>{&microkernel_pf<static_cast<int>(I) + 1>...};
+}
 constexpr auto kMicro = make_table(std::make_index_sequence<MR>{});  // kMicro[rows - 1]
+constexpr auto kMicroPf = make_pf_table(std::make_index_sequence<MR>{});
 
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
@@ -237,6 +272,17 @@ struct AheadCursor {
   }
 };
 
+// kPanelF32: the micro-panel of columns [jr, jr + NR) (jr a multiple of NR), K rows
+// [pc, ...): NR-float rows, stride NR.
+inline const float* panel_at(const Problem& p, int64_t jr, int64_t pc) {
+  return static_cast<const float*>(p.B) + jr * p.K + pc * NR;
+}
+// kPanelF32: that micro-panel's kc rows as an Ahead (one contiguous run).
+inline Ahead panel_ahead(const Problem& p, int64_t jr, int64_t pc, int64_t kc) {
+  return Ahead{reinterpret_cast<const char*>(panel_at(p, jr, pc)), 0, 1,
+               (kc * NR * static_cast<int64_t>(sizeof(float)) + 63) / 64};
+}
+
 // Runs the row panels of an (mc x kc) packed A block against one B micro-panel,
 // prefetching `ahead` meanwhile so that the next micro-panel does not wait on memory.
 inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc, const float* bp,
@@ -325,27 +371,86 @@ void lane_columns(const Problem& p, const float* at, int64_t n0, int64_t n1, int
     lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate, Ahead{});
 }
 
-// Decode, M <= W with fp32 NT weights, on T threads: A is lane-packed once (by the
-// caller; the workers only read it), the columns are cut into chunks of kLaneChunk,
-// and thread t takes the chunks of its own contiguous share in address order, then
-// whatever is left of the other shares. A descheduled thread on this shared machine
-// then delays the GEMM by at most a chunk, not by its whole share. Who computes a
-// column never changes its chain, so the bits do not depend on the schedule.
-void run_lanes(const Problem& p, int64_t T) {
-  float* at = thread_buffers().a.get(static_cast<size_t>(p.K * W));
-  pack_lanes(p, at, 0, static_cast<int>(p.M));
-  const int64_t chunks = (p.N + kLaneChunk - 1) / kLaneChunk;
+// Runs fn(chunk) for chunks [0, chunks) on T threads: thread t takes the chunks of its
+// own contiguous share in address order, then whatever is left of the other shares. A
+// descheduled thread on a shared machine then delays the call by at most a chunk, not
+// by its whole share. Who runs a chunk never changes its arithmetic.
+template <typename Fn>
+void claim_chunks(int64_t T, int64_t chunks, const Fn& fn) {
   T = std::min(T, chunks);
-  if (T <= 1) return lane_columns(p, at, 0, p.N, p.N);
+  if (T <= 1) {
+    for (int64_t c = 0; c < chunks; ++c) fn(c);
+    return;
+  }
   std::vector<std::atomic<int64_t>> next(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) next[t].store(chunks * t / T, std::memory_order_relaxed);
   parallel_for(T, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)
       for (int64_t i = 0; i < T; ++i) {
         const int64_t u = (t + i) % T, end = chunks * (u + 1) / T;
-        for (int64_t c; (c = next[u].fetch_add(1, std::memory_order_relaxed)) < end;)
-          lane_columns(p, at, c * kLaneChunk, std::min(p.N, (c + 1) * kLaneChunk), p.N);
+        for (int64_t c; (c = next[u].fetch_add(1, std::memory_order_relaxed)) < end;) fn(c);
       }
+  });
+}
+
+// Decode, M <= W with fp32 NT weights, on T threads: A is lane-packed once (by the
+// caller; the workers only read it); the threads claim chunks of kLaneChunk columns.
+void run_lanes(const Problem& p, int64_t T) {
+  float* at = thread_buffers().a.get(static_cast<size_t>(p.K * W));
+  pack_lanes(p, at, 0, static_cast<int>(p.M));
+  claim_chunks(T, (p.N + kLaneChunk - 1) / kLaneChunk, [&](int64_t c) {
+    lane_columns(p, at, c * kLaneChunk, std::min(p.N, (c + 1) * kLaneChunk), p.N);
+  });
+}
+
+// Few rows: A rows [m0, m0 + mc) packed for all of K into `panels` balanced row panels
+// (8 rows: 4 + 4, not 6 + 2, so every panel has enough chains to keep both FMA pipes
+// busy; panel i holds rows [mc * i / panels, mc * (i + 1) / panels)), laid out
+// [K chunk of kchunk][row panel][kc][MR]. Returns the buffer (thread_buffers().a).
+float* pack_a_chunks(const Problem& p, int64_t m0, int64_t mc, int64_t panels, int64_t kchunk) {
+  float* abuf = thread_buffers().a.get(static_cast<size_t>(panels * MR * p.K));
+  for (int64_t pc = 0; pc < p.K; pc += kchunk) {
+    const int64_t kc = std::min(kchunk, p.K - pc);
+    for (int64_t i = 0; i < panels; ++i)  // in order: a panel's store slack lands in the next
+      pack_a(p, abuf + pc * panels * MR + i * kc * MR, m0 + mc * i / panels,
+             mc * (i + 1) / panels - mc * i / panels, pc, kc);
+  }
+  return abuf;
+}
+
+// Decode with repacked (kPanelF32) weights, M <= kFewRows: A packed once by the caller
+// (the workers only read it); each K x NR weight panel is contiguous, so it is read
+// once from memory in address order, kPanelKC rows at a time (the chunk stays in L1
+// for the other row panels); threads claim kLaneChunk columns at a time. No packing of
+// B: one sequential stream per thread (at M = 1 it ran at the machine's plain read
+// bandwidth, 1.3-1.7x the NT lanes path, docs/benchmarks.md).
+void run_panel_rows(const Problem& p, int64_t T) {
+  const int64_t mc = p.M, panels = (mc + MR - 1) / MR;
+  const float* abuf = pack_a_chunks(p, 0, mc, panels, kPanelKC);
+  auto prow = [&](int64_t i) { return mc * i / panels; };
+  const uintptr_t b_end = reinterpret_cast<uintptr_t>(panel_at(p, (p.N + NR - 1) / NR * NR, 0));
+  claim_chunks(T, (p.N + kLaneChunk - 1) / kLaneChunk, [&](int64_t chunk) {
+    const int64_t n1 = std::min(p.N, (chunk + 1) * kLaneChunk);
+    for (int64_t jr = chunk * kLaneChunk; jr < n1; jr += NR) {
+      const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
+      for (int64_t pc = 0; pc < p.K; pc += kPanelKC) {
+        const int64_t kc = std::min(kPanelKC, p.K - pc);
+        const float* ap = abuf + pc * panels * MR;
+        const bool load_c = p.accumulate || pc > 0;
+        const float* bp = panel_at(p, jr, pc);
+        // The first row panel streams the chunk from memory, prefetching kPanelAhead
+        // bytes ahead while it lies within B; the others find it in L1.
+        const bool pf = reinterpret_cast<uintptr_t>(bp) + kc * NR * sizeof(float) + kPanelAhead <= b_end;
+        for (int64_t i = 0; i < panels; ++i) {
+          float* c = p.C + prow(i) * p.ldc + jr;
+          const int rows = static_cast<int>(prow(i + 1) - prow(i));
+          if (i == 0 && pf)
+            kMicroPf[rows - 1](kc, ap + i * kc * MR, bp, NR, c, p.ldc, nv, load_c, kPanelAhead);
+          else
+            kMicro[rows - 1](kc, ap + i * kc * MR, bp, NR, c, p.ldc, nv, load_c);
+        }
+      }
+    }
   });
 }
 
@@ -353,18 +458,10 @@ void run_lanes(const Problem& p, int64_t T) {
 // streamed over K chunk by chunk (NR sequential row streams for NT weights), packed
 // into L1 and consumed at once by the few row panels. Each weight is read once.
 void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  Buffers& buf = thread_buffers();
   const int64_t mc = m1 - m0, panels = (mc + MR - 1) / MR;
-  float* abuf = buf.a.get(static_cast<size_t>(panels * MR * p.K));
-  float* bbuf = buf.b.get(static_cast<size_t>(KCF * NR));
-  // Balanced row panels (8 rows: 4 + 4, not 6 + 2, so every panel has enough chains to
-  // keep both FMA pipes busy): panel i holds rows [mc * i / panels, mc * (i + 1) / panels).
+  const float* abuf = pack_a_chunks(p, m0, mc, panels, KCF);
+  float* bbuf = thread_buffers().b.get(static_cast<size_t>(KCF * NR));
   auto prow = [&](int64_t i) { return mc * i / panels; };
-  for (int64_t pc = 0; pc < p.K; pc += KCF) {  // layout: [K chunk][row panel][kc][MR]
-    const int64_t kc = std::min(KCF, p.K - pc);
-    for (int64_t i = 0; i < panels; ++i)  // in order: a panel's store slack lands in the next
-      pack_a(p, abuf + pc * panels * MR + i * kc * MR, m0 + prow(i), prow(i + 1) - prow(i), pc, kc);
-  }
   const int64_t esz = (p.b_kind == kNtF32 || p.b_kind == kNnF32) ? 4 : 2;
   const bool nt = p.b_kind == kNtF32 || p.b_kind == kNtBf16;
   const int64_t chunks = (p.K + KCF - 1) / KCF;
@@ -421,7 +518,10 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
     pack_a(p, abuf, m0, mc, pc, kc);
     for (int64_t jr = n0; jr < n1; jr += NR) {
       const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
-      if (nn_in_place && nv == NR) {
+      if (p.b_kind == kPanelF32) {
+        row_panels(p, abuf, mc, kc, panel_at(p, jr, pc), NR, m0, jr, nv, load_c,
+                   jr + NR < n1 ? panel_ahead(p, jr + NR, pc, kc) : Ahead{});
+      } else if (nn_in_place && nv == NR) {
         row_panels(p, abuf, mc, kc, static_cast<const float*>(p.B) + pc * p.ldb + jr, p.ldb, m0, jr,
                    nv, load_c);
       } else {
@@ -442,15 +542,18 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
     const int64_t nc = std::min(NC, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      for (int64_t jr = 0; jr < nc; jr += NR)
-        pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc, kc);
+      const bool in_place = p.b_kind == kPanelF32;  // the micro-panels are read where they lie
+      if (!in_place)
+        for (int64_t jr = 0; jr < nc; jr += NR)
+          pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc, kc);
+      auto micro_panel = [&](int64_t jr) { return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc; };
       for (int64_t ic = m0; ic < m1; ic += MC) {
         const int64_t mc = std::min(MC, m1 - ic);
         pack_a(p, abuf, ic, mc, pc, kc);
         for (int64_t jr = 0; jr < nc; jr += NR)
-          row_panels(p, abuf, mc, kc, bblk + jr * kc, NR, ic, jc + jr,
+          row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
                      static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-                     jr + NR < nc ? Ahead{reinterpret_cast<const char*>(bblk + (jr + NR) * kc), 0, 1,
+                     jr + NR < nc ? Ahead{reinterpret_cast<const char*>(micro_panel(jr + NR)), 0, 1,
                                           kc * NR * static_cast<int64_t>(sizeof(float)) / 64}
                                   : Ahead{});
       }
@@ -461,7 +564,7 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
-  if (p.b_kind != kNnF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
+  if (p.b_kind != kNnF32 && p.b_kind != kPanelF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
   if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
   run_blocked(p, m0, m1, n0, n1);
 }
@@ -481,6 +584,7 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
   const Problem p{M, N, K, A, lda, a_trans, B, ldb, b_kind, C, ldc, accumulate};
   const int64_t T = (M * N * K < (int64_t{1} << 18)) ? 1 : num_threads();
   if (b_kind == kNtF32 && M <= W) return run_lanes(p, T);
+  if (b_kind == kPanelF32 && M <= kFewRows) return run_panel_rows(p, T);
   // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
   // decides who computes an element, never how, so any grid gives the same bits.
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
@@ -503,6 +607,20 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
   }
   parallel_for(mt * nt, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) task(t);
+  });
+}
+
+int64_t gemm_panel_width() { return NR; }
+
+// dst[j * K * NR + k * NR + c] = W[j * NR + c][k] (0 for j * NR + c >= N): the layout
+// kPanelF32 reads (see BKind).
+void gemm_pack_panels(int64_t N, int64_t K, const float* Wt, int64_t ldw, float* dst) {
+  const int64_t panels = (N + NR - 1) / NR;
+  parallel_for(panels, [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) {
+      const int nv = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
+      gemm_pack::pack_b_nt<NR>(dst + j * K * NR, Wt + j * NR * ldw, ldw, nv, K);
+    }
   });
 }
 
