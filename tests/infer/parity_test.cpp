@@ -237,6 +237,35 @@ TEST_F(Parity, TrainerLogprobsEqualGeneratorBitwise) {
   for (size_t i = 0; i < tr.size(); ++i) EXPECT_TRUE(same_bits(gen.logprobs[i], tr[i])) << "sample " << i;
 }
 
+// The generator's load step (Decoder::repack_for_decode, as `titan generate` runs it):
+// the layer weights in GEMM panels give the same tokens and logprob bits as the
+// trainer's (out, in) layout, in the engine modes and against the trainer's forward on
+// the unrepacked model; the repacked model refuses a differentiable forward.
+TEST_F(Parity, RepackedWeightsKeepParity) {
+  for (const std::string family : {"llama3", "qwen3"}) {
+    std::unique_ptr<models::Decoder> plain = tiny_model(3, family), packed = tiny_model(3, family);
+    packed->repack_for_decode();
+    ASSERT_TRUE(packed->layers[0]->feed_forward->w2->repacked());
+    EXPECT_EQ(packed->layers[1]->attention->wk->weight.dim(), 3);
+    const Result ref = run_all_at_once(*plain, c, base_config());
+    expect_same(ref, run_all_at_once(*packed, c, base_config()), family + ": repacked, all at once");
+    expect_same(ref, run_staggered(*packed, c), family + ": repacked, staggered arrivals");
+    EngineConfig ec = base_config();
+    ec.max_num_batched_tokens = 16;
+    expect_same(ref, run_all_at_once(*packed, c, ec), family + ": repacked, chunked prefill 16");
+    const Result gen = run_all_at_once(*packed, c, base_config());
+    const double d = max_abs_diff(gen, trainer_logprobs(*plain, c, gen, kernels::cpu::kKvBlockSize));
+    std::printf("%s: repacked generator vs trainer logprobs: max |delta| = %.1f\n", family.c_str(), d);
+    EXPECT_EQ(d, 0.0);
+    try {
+      packed->forward(models::make_packed_batch({c.prompts[0]}));
+      ADD_FAILURE() << "a differentiable forward through repacked weights did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(Parity, FlippingOneKernelParameterBreaksParity) {
   // Generator side: KV block size 64 instead of 32.
   EngineConfig ec = base_config();

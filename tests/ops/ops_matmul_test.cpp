@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tests/util/torch_ref.h"
+#include "titan/autograd/node.h"
 #include "titan/ops/matmul.h"
 
 namespace titan {
@@ -80,6 +81,42 @@ TEST(Matmul, RowsAreBatchInvariant) {
     auto part = linear(x.narrow(0, start, rows), w).to_vector<float>();
     EXPECT_EQ(std::memcmp(part.data() + (5 - start) * 37, full.data() + 5 * 37, 37 * 4), 0) << rows;
   }
+}
+
+TEST(Matmul, LinearPanelsEqualsLinear) {
+  // The weight repacked into GEMM panels (37 outputs: a zero-padded last panel) gives
+  // linear's bits, with and without bias, for decode, medium and prefill row counts.
+  autograd::NoGradGuard ng;
+  Tensor w = randn({37, 65}, 3), bias = randn({37}, 4);
+  Tensor panels = repack_linear_weight(w);
+  const int64_t pw = panels.size(2);
+  EXPECT_EQ(panels.shape(), (Shape{(37 + pw - 1) / pw, 65, pw}));
+  for (int64_t rows : {1, 5, 30, 300}) {
+    Tensor x = randn({rows, 65}, 10 + rows);
+    for (bool with_bias : {false, true}) {
+      const Tensor b = with_bias ? bias : Tensor();
+      auto want = linear(x, w, b).to_vector<float>(), got = linear_panels(x, panels, 37, b).to_vector<float>();
+      ASSERT_EQ(want.size(), got.size());
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << rows << " bias=" << with_bias;
+    }
+  }
+}
+
+TEST(Matmul, LinearPanelsErrors) {
+  Tensor panels = repack_linear_weight(randn({37, 65}, 3));
+  Tensor x = randn({2, 65}, 5);
+  x.requires_grad_(true);
+  try {
+    linear_panels(x, panels, 37);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos) << e.what();
+  }
+  autograd::NoGradGuard ng;
+  EXPECT_THROW(linear_panels(Tensor::zeros({2, 64}), panels, 37), Error);    // inputs differ
+  EXPECT_THROW(linear_panels(Tensor::zeros({2, 65}), panels, 100), Error);   // panel count
+  EXPECT_THROW(linear_panels(Tensor::zeros({2, 65}), randn({37, 65}, 1), 37), Error);  // not repacked
+  EXPECT_THROW(repack_linear_weight(Tensor::zeros({2, 3, 4})), Error);
 }
 
 TEST(Matmul, Errors) {

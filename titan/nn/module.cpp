@@ -12,6 +12,15 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   return t;
 }
 
+void Module::replace_parameter(const std::string& name, Tensor t) {
+  for (auto& [n, old] : params_)
+    if (n == name) {
+      old = std::move(t);
+      return;
+    }
+  fail("replace_parameter: no parameter '{}' in this module", name);
+}
+
 void Module::collect(const std::string& prefix, NamedTensors& out) const {
   for (auto& [n, t] : params_) out.emplace_back(prefix + n, t);
   for (auto& [n, m] : children_) m->collect(prefix + n + ".", out);

@@ -30,6 +30,10 @@ class Module {
  protected:
   // Registers `t` (made a leaf requiring grad) under `name`; returns it.
   Tensor register_parameter(const std::string& name, Tensor t);
+  // Replaces this module's parameter `name` (registered here, not a child's) by `t`,
+  // kept as given (requires_grad unchanged): the old tensor is no longer referenced by
+  // the module. Throws titan::Error naming `name` if it is not registered here.
+  void replace_parameter(const std::string& name, Tensor t);
   // Registers a child module under `name` (its parameters become "name.*").
   template <typename M>
   M* register_module(const std::string& name, std::unique_ptr<M> m) {

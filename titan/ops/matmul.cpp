@@ -27,6 +27,22 @@ void gemm_any(int64_t M, int64_t N, int64_t K, const float* A, const Tensor& B, 
 Tensor act_f32(const Tensor& t) { return contig_f32(t); }
 Tensor weight_cf(const Tensor& t) { return contig(t); }
 
+void check_bias(const char* op, const Tensor& bias, int64_t outf) {
+  if (!bias.defined()) return;
+  check_f32_or_bf16(op, "bias", bias);
+  TITAN_CHECK(bias.shape() == Shape{outf}, "{}: bias has shape {}, expected [{}]", op,
+              shape_str(bias.shape()), outf);
+}
+
+// out (M, outf) += bias (broadcast over rows).
+void add_bias(float* po, int64_t M, int64_t outf, const Tensor& bias) {
+  if (!bias.defined()) return;
+  std::vector<float> bv = bias.to_vector<float>();
+  parallel_elems(M * outf, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) po[i] += bv[i % outf];
+  });
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -101,11 +117,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   const int64_t in = w.size(1), outf = w.size(0);
   TITAN_CHECK(x.size(-1) == in, "linear: x has shape {} but w has shape {} (x.size(-1) must be {})",
               shape_str(x.shape()), shape_str(w.shape()), in);
-  if (bias.defined()) {
-    check_f32_or_bf16("linear", "bias", bias);
-    TITAN_CHECK(bias.shape() == Shape{outf}, "linear: bias has shape {}, expected [{}]",
-                shape_str(bias.shape()), outf);
-  }
+  check_bias("linear", bias, outf);
   const int64_t M = x.numel() / std::max<int64_t>(1, in);
   Tensor xc = act_f32(x), wc = weight_cf(w);
   Shape os = x.shape();
@@ -113,12 +125,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   Tensor out = Tensor::empty(os);
   float* po = out.data<float>();
   gemm_any(M, outf, in, xc.data<float>(), wc, in, true, po, false);
-  if (bias.defined()) {
-    std::vector<float> bv = bias.to_vector<float>();
-    parallel_elems(M * outf, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) po[i] += bv[i % outf];
-    });
-  }
+  add_bias(po, M, outf, bias);
   if (needs_grad({&x, &w, &bias})) {
     const bool gx = x.requires_grad(), gw = w.requires_grad();
     const bool gbias = bias.defined() && bias.requires_grad();
@@ -141,6 +148,44 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
                 return std::vector<Tensor>{dx, dw, db};
               });
   }
+  return out;
+}
+
+Tensor repack_linear_weight(const Tensor& w) {
+  TITAN_CHECK(w.dtype() == DType::f32, "repack_linear_weight: 'w' must be f32, got {}", dtype_name(w.dtype()));
+  check_dim("repack_linear_weight", "w", w, 2);
+  const int64_t outf = w.size(0), in = w.size(1), pw = kc::gemm_panel_width();
+  Tensor wc = contig(w.detach());
+  Tensor panels = Tensor::empty({(outf + pw - 1) / pw, in, pw});
+  kc::gemm_pack_panels(outf, in, wc.data<float>(), in, panels.data<float>());
+  return panels;
+}
+
+Tensor linear_panels(const Tensor& x, const Tensor& panels, int64_t outf, const Tensor& bias) {
+  check_f32_or_bf16("linear_panels", "x", x);
+  TITAN_CHECK(panels.dtype() == DType::f32, "linear_panels: 'panels' must be f32, got {}",
+              dtype_name(panels.dtype()));
+  check_dim("linear_panels", "panels", panels, 3);
+  const int64_t pw = kc::gemm_panel_width(), in = panels.size(1);
+  TITAN_CHECK(outf >= 1 && panels.size(2) == pw && panels.size(0) == (outf + pw - 1) / pw &&
+                  panels.is_contiguous(),
+              "linear_panels: 'panels' has shape {}, expected contiguous [{}, in, {}] for {} outputs "
+              "(repack_linear_weight's layout)",
+              shape_str(panels.shape()), (outf + pw - 1) / pw, pw, outf);
+  TITAN_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear_panels: x has shape {} but the weight has {} inputs",
+              shape_str(x.shape()), in);
+  check_bias("linear_panels", bias, outf);
+  TITAN_CHECK(!needs_grad({&x, &panels, &bias}),
+              "linear_panels: no backward: the weight is repacked for inference "
+              "(Decoder::repack_for_decode); run it with grad mode off");
+  const int64_t M = x.numel() / std::max<int64_t>(1, in);
+  Tensor xc = act_f32(x);
+  Shape os = x.shape();
+  os.back() = outf;
+  Tensor out = Tensor::empty(os);
+  float* po = out.data<float>();
+  kc::gemm_f32_panels(M, outf, in, xc.data<float>(), in, panels.data<float>(), po, outf, false);
+  add_bias(po, M, outf, bias);
   return out;
 }
 

@@ -22,4 +22,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // optional (pass an undefined Tensor). x may have any rank >= 1.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 
+// Inference only: linear with the weight repacked for decode. panels f32
+// [ceil(out / w), in, w] contiguous, w = kernels::cpu::gemm_panel_width(), as
+// repack_linear_weight returns; out_features = out. Same bits as linear(x, W, bias) on
+// the W it was packed from (the same chain per element). Not differentiable: throws
+// titan::Error when x, panels or bias requires grad (with grad mode on).
+Tensor linear_panels(const Tensor& x, const Tensor& panels, int64_t out_features,
+                     const Tensor& bias = Tensor());
+// w (out, in) f32 -> its panel layout [ceil(out / w), in, w] (kernels::cpu::gemm_pack_panels);
+// not recorded by autograd.
+Tensor repack_linear_weight(const Tensor& w);
+
 }  // namespace titan

@@ -83,6 +83,13 @@ Decoder::Decoder(const TransformerConfig& cfg) : cfg_(cfg) {
   rope_ = build_rope_tables(cfg_);
 }
 
+void Decoder::repack_for_decode() {
+  for (TransformerBlock* b : layers)
+    for (Linear* l : {b->attention->wq, b->attention->wk, b->attention->wv, b->attention->wo,
+                      b->feed_forward->w1, b->feed_forward->w2, b->feed_forward->w3})
+      l->repack_for_decode();
+}
+
 Tensor Decoder::lm_head_weight() const { return output ? output->weight : tok_embeddings->weight; }
 
 Tensor Decoder::logits(const Tensor& hidden) const { return linear(hidden, lm_head_weight(), Tensor()); }

@@ -39,6 +39,15 @@ class Decoder : public nn::Module {
   // §4) from Philox keyed by seed: deterministic and independent of thread count.
   void init_weights(uint64_t seed, InitScheme scheme = InitScheme::family);
 
+  // Inference only (titan generate, the engine benchmarks): repacks every layer's
+  // projection weights (attention wq/wk/wv/wo, feed-forward w1/w2/w3) with
+  // Linear::repack_for_decode, so a decode step streams them in address order (about
+  // 1.5x the weight bandwidth of the (out, in) layout at batch 1 on the Zen3 machine,
+  // docs/benchmarks.md). Same logits bit for bit; afterwards the model can no longer be
+  // trained, saved or synced (those throw on the changed parameter shapes). The LM head
+  // and the embedding keep their layout (the shared logprob function reads them).
+  void repack_for_decode();
+
   const TransformerConfig& config() const { return cfg_; }
   ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::none;
 

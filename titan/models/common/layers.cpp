@@ -16,12 +16,21 @@ namespace titan::models {
 
 namespace kc = titan::kernels::cpu;
 
-Linear::Linear(int64_t in, int64_t out, bool has_bias) {
+Linear::Linear(int64_t in, int64_t out, bool has_bias) : out_features_(out) {
   weight = register_parameter("weight", Tensor::zeros({out, in}));
   if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return repacked_ ? linear_panels(x, weight, out_features_, bias) : linear(x, weight, bias);
+}
+
+void Linear::repack_for_decode() {
+  if (repacked_) return;
+  weight = repack_linear_weight(weight);
+  replace_parameter("weight", weight);
+  repacked_ = true;
+}
 
 Embedding::Embedding(int64_t num, int64_t dim) {
   weight = register_parameter("weight", Tensor::zeros({num, dim}));

@@ -15,8 +15,21 @@ namespace titan::models {
 class Linear : public nn::Module {
  public:
   Linear(int64_t in, int64_t out, bool bias);
-  Tensor forward(const Tensor& x) const;  // x (T, in) -> (T, out)
+  // x (T, in) -> (T, out): linear(x, weight, bias), or linear_panels once repacked
+  // (the same bits).
+  Tensor forward(const Tensor& x) const;
+  // Inference only (the generator's load step): replaces `weight` (out, in) by its
+  // panel layout (repack_linear_weight: [ceil(out / w), in, w]), also as the registered
+  // parameter, and drops the (out, in) copy. forward then streams each weight panel in
+  // address order at decode; it has no backward, and sync_weights/checkpoint saving
+  // refuse the changed shape. Idempotent.
+  void repack_for_decode();
+  bool repacked() const { return repacked_; }
   Tensor weight, bias;
+
+ private:
+  int64_t out_features_;
+  bool repacked_ = false;
 };
 
 class Embedding : public nn::Module {
