@@ -9,6 +9,8 @@
 // ENGINE_BENCH_MODEL = family:flavor (default llama3:small; e.g. llama3:100m,
 // qwen3:qwen3_0.6b), random weights. ENGINE_BENCH_KV_MIB = KV pool in MiB (default 256;
 // qwen3_0.6b needs ~1024 for B = 8 at these contexts without preemption).
+// ENGINE_BENCH_REPACK=0 keeps the layer weights in the trainer's (out, in) layout
+// (default 1: Decoder::repack_for_decode, as `titan generate` does).
 //
 // Benchmarks (tok/s counters are tokens per second of wall time):
 //   Decode/B/0      one engine step = one decode token for each of B running
@@ -62,6 +64,8 @@ const models::Decoder& bench_model() {
       throw std::runtime_error("ENGINE_BENCH_MODEL: expected family:flavor, got '" + name + "'");
     auto d = std::make_unique<models::Decoder>(models::flavor(name.substr(0, colon), name.substr(colon + 1)));
     d->init_weights(0);
+    const char* repack = std::getenv("ENGINE_BENCH_REPACK");
+    if (!repack || std::string(repack) != "0") d->repack_for_decode();
     return d;
   }();
   return *m;

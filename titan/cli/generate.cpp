@@ -49,7 +49,7 @@ struct GenerateArgs {
   int top_k = 0, n = 1, logprobs = 0;
   int64_t seed = -1;
   std::vector<std::string> stop;
-  bool ignore_eos = false, no_prefix_caching = false, quiet = false;
+  bool ignore_eos = false, no_prefix_caching = false, quiet = false, no_repack = false;
   int64_t kv_cache_bytes = int64_t{1} << 30, max_num_seqs = 64, max_num_batched_tokens = 2048;
   int kv_block_size = kernels::cpu::kKvBlockSize;
   int threads = 0;
@@ -328,6 +328,9 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
   app.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "token budget per engine step")
       ->capture_default_str();
   app.add_flag("--no-prefix-caching", a->no_prefix_caching, "share KV blocks only between samples of one prompt");
+  app.add_flag("--no-repack", a->no_repack,
+               "keep the layer weights in the trainer's (out, in) layout (default: repacked into GEMM "
+               "panels at load, faster decode, same bits)");
   app.add_option("--threads", a->threads, "worker threads (default: TITAN_NUM_THREADS or all cores)");
   app.add_flag("--quiet", a->quiet, "no summary on stderr");
   run = [a, prompt]() -> int {
@@ -336,6 +339,7 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
     if (a->threads > 0) set_num_threads(a->threads);
     infer::LoadedModel m = load_model(*a);
     if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);
+    if (!a->no_repack) m.model->repack_for_decode();
     infer::EngineConfig ec;
     ec.kv_cache_bytes = a->kv_cache_bytes;
     ec.block_size = a->kv_block_size;
