@@ -10,7 +10,7 @@
 // qwen3:qwen3_0.6b), random weights. ENGINE_BENCH_KV_MIB = KV pool in MiB (default 256;
 // qwen3_0.6b needs ~1024 for B = 8 at these contexts without preemption).
 // ENGINE_BENCH_REPACK=0 keeps the layer weights in the trainer's (out, in) layout
-// (default 1: Decoder::repack_for_decode, as `titan generate` does).
+// (default 1: infer::prepare_for_inference, as `titan generate` does).
 //
 // Benchmarks (tok/s counters are tokens per second of wall time):
 //   Decode/B/0      one engine step = one decode token for each of B running
@@ -38,6 +38,7 @@
 #include "titan/core/philox.h"
 #include "titan/core/thread_pool.h"
 #include "titan/infer/engine.h"
+#include "titan/infer/model_loader.h"
 #include "titan/infer/sampler.h"
 #include "titan/models/family.h"
 
@@ -65,7 +66,7 @@ const models::Decoder& bench_model() {
     auto d = std::make_unique<models::Decoder>(models::flavor(name.substr(0, colon), name.substr(colon + 1)));
     d->init_weights(0);
     const char* repack = std::getenv("ENGINE_BENCH_REPACK");
-    if (!repack || std::string(repack) != "0") d->repack_for_decode();
+    if (!repack || std::string(repack) != "0") prepare_for_inference(*d);
     return d;
   }();
   return *m;

@@ -4,6 +4,8 @@
 //
 //   build-*/bench/gemm_bench [--benchmark_filter=...]
 //
+// impl: 0 titan gemm_f32 NT, 1 OpenBLAS, 2 titan bf16 weights, 3 titan with the weights
+// repacked into panels (gemm_f32_panels; M <= 16 and M = 512).
 // Counters: GFLOP/s = 2·M·N·K / time. For M <= 16 also wGB/s = weight bytes / time
 // with cold weights (rotating over enough weight copies to exceed the LLC). Before
 // the benchmarks, a check prints whether row i of an M = 1 call equals the same row
@@ -107,7 +109,10 @@ void BM_ReadBandwidth(benchmark::State& st) {
 }
 
 // ---- GEMM: C(M, N) = A(M, K) · W(N, K)ᵀ.
-enum Impl { kTitan = 0, kOpenBlas = 1, kTitanBf16 = 2 };
+// kTitanPanels: the weights repacked once (gemm_pack_panels, outside the timing) and
+// multiplied by gemm_f32_panels, as the generator runs its layers after
+// Decoder::repack_for_decode.
+enum Impl { kTitan = 0, kOpenBlas = 1, kTitanBf16 = 2, kTitanPanels = 3 };
 
 void BM_Gemm(benchmark::State& st) {
   const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
@@ -128,12 +133,22 @@ void BM_Gemm(benchmark::State& st) {
         else W[c * wsize + i] = w0[i];
       }
   }
+  std::vector<float> P;  // kTitanPanels: every copy repacked
+  const size_t psize = impl == kTitanPanels ? static_cast<size_t>(titan::kernels::cpu::gemm_panels_size(N, K)) : 0;
+  if (impl == kTitanPanels) {
+    P.resize(psize * copies);
+    for (size_t c = 0; c < copies; ++c)
+      titan::kernels::cpu::gemm_pack_panels(N, K, W.data() + c * wsize, K, P.data() + c * psize);
+  }
   std::vector<float> A = random_vec(static_cast<size_t>(M * K), 3), C(static_cast<size_t>(M * N));
   size_t c = 0;
   for (auto _ : st) {
     switch (impl) {
       case kTitan:
         gemm_f32(M, N, K, A.data(), K, W.data() + c * wsize, K, true, C.data(), N, false);
+        break;
+      case kTitanPanels:
+        titan::kernels::cpu::gemm_f32_panels(M, N, K, A.data(), K, P.data() + c * psize, C.data(), N, false);
         break;
       case kTitanBf16:
         gemm_f32_bf16(M, N, K, A.data(), K, Wh.data() + c * wsize, K, true, C.data(), N, false);
@@ -164,6 +179,7 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
         b->Args({M, K, N, t, kOpenBlas});
 #endif
         if (M == 1) b->Args({M, K, N, t, kTitanBf16});
+        if (M <= 16 || M == 512) b->Args({M, K, N, t, kTitanPanels});
       }
 }
 

@@ -339,7 +339,7 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
     if (a->threads > 0) set_num_threads(a->threads);
     infer::LoadedModel m = load_model(*a);
     if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);
-    if (!a->no_repack) m.model->repack_for_decode();
+    if (!a->no_repack) infer::prepare_for_inference(*m.model);
     infer::EngineConfig ec;
     ec.kv_cache_bytes = a->kv_cache_bytes;
     ec.block_size = a->kv_block_size;

@@ -1,6 +1,7 @@
 #include "titan/infer/model_loader.h"
 
 #include <fmt/core.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -66,6 +67,11 @@ LoadedModel load_hf_model(const std::string& dir) {
                                 out.model->num_parameters(), cfg.num_hidden_layers, cfg.hidden_size,
                                 cfg.vocab_size);
   return out;
+}
+
+void prepare_for_inference(models::Decoder& model) {
+  model.repack_for_decode();
+  TITAN_CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1, "prepare_for_inference: mallopt(M_MMAP_THRESHOLD) failed");
 }
 
 }  // namespace titan::infer

@@ -39,7 +39,8 @@ class Decoder : public nn::Module {
   // §4) from Philox keyed by seed: deterministic and independent of thread count.
   void init_weights(uint64_t seed, InitScheme scheme = InitScheme::family);
 
-  // Inference only (titan generate, the engine benchmarks): repacks every layer's
+  // Inference only (infer::prepare_for_inference: titan generate, the engine
+  // benchmarks): repacks every layer's
   // projection weights (attention wq/wk/wv/wo, feed-forward w1/w2/w3) with
   // Linear::repack_for_decode, so a decode step streams them in address order (about
   // 1.5x the weight bandwidth of the (out, in) layout at batch 1 on the Zen3 machine,
