@@ -19,6 +19,7 @@
 #include "infer_test_util.h"
 #include "titan/autograd/node.h"
 #include "titan/core/thread_pool.h"
+#include "titan/models/family.h"
 #include "titan/ops/loss.h"
 
 using namespace titan;
@@ -247,6 +248,7 @@ TEST_F(Parity, RepackedWeightsKeepParity) {
     packed->repack_for_decode();
     ASSERT_TRUE(packed->layers[0]->feed_forward->w2->repacked());
     EXPECT_EQ(packed->layers[1]->attention->wk->weight.dim(), 3);
+    EXPECT_THROW(models::hf_state_dict(*packed), Error);  // a repacked model cannot be saved
     const Result ref = run_all_at_once(*plain, c, base_config());
     expect_same(ref, run_all_at_once(*packed, c, base_config()), family + ": repacked, all at once");
     expect_same(ref, run_staggered(*packed, c), family + ": repacked, staggered arrivals");

@@ -174,7 +174,13 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
 
 std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
   std::map<std::string, Tensor> out;
-  for (auto& [name, p] : model.named_parameters()) out[to_hf_name(name)] = p.detach();
+  for (auto& [name, p] : model.named_parameters()) {
+    TITAN_CHECK(p.dim() <= 2,
+                "hf_state_dict: parameter '{}' has shape {}: the model's weights were repacked for "
+                "inference (Decoder::repack_for_decode) and cannot be saved",
+                name, shape_str(p.shape()));
+    out[to_hf_name(name)] = p.detach();
+  }
   return out;
 }
 

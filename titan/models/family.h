@@ -41,7 +41,8 @@ std::string from_hf_name(const std::string& hf_name);
 // Errors name the tensor, the expected and the actual shape/dtype, and `source`.
 void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf,
                         const std::string& source);
-// The module's parameters under HF names (shares storage; no copy).
+// The module's parameters under HF names (shares storage; no copy). Throws
+// titan::Error naming the parameter for a model repacked for inference.
 std::map<std::string, Tensor> hf_state_dict(const nn::Module& model);
 
 }  // namespace titan::models

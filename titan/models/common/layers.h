@@ -21,8 +21,8 @@ class Linear : public nn::Module {
   // Inference only (the generator's load step): replaces `weight` (out, in) by its
   // panel layout (repack_linear_weight: [ceil(out / w), in, w]), also as the registered
   // parameter, and drops the (out, in) copy. forward then streams each weight panel in
-  // address order at decode; it has no backward, and sync_weights/checkpoint saving
-  // refuse the changed shape. Idempotent.
+  // address order at decode; it has no backward, and sync_weights, HF loading and
+  // hf_state_dict refuse the changed shape. Idempotent.
   void repack_for_decode();
   bool repacked() const { return repacked_; }
   Tensor weight, bias;
