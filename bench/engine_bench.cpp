@@ -29,9 +29,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

@@ -134,7 +134,8 @@ void BM_Gemm(benchmark::State& st) {
       }
   }
   std::vector<float> P;  // kTitanPanels: every copy repacked
-  const size_t psize = impl == kTitanPanels ? static_cast<size_t>(titan::kernels::cpu::gemm_panels_size(N, K)) : 0;
+  const size_t psize =
+      impl == kTitanPanels ? static_cast<size_t>(titan::kernels::cpu::gemm_panels_size(N, K)) : 0;
   if (impl == kTitanPanels) {
     P.resize(psize * copies);
     for (size_t c = 0; c < copies; ++c)
@@ -148,7 +149,8 @@ void BM_Gemm(benchmark::State& st) {
         gemm_f32(M, N, K, A.data(), K, W.data() + c * wsize, K, true, C.data(), N, false);
         break;
       case kTitanPanels:
-        titan::kernels::cpu::gemm_f32_panels(M, N, K, A.data(), K, P.data() + c * psize, C.data(), N, false);
+        titan::kernels::cpu::gemm_f32_panels(M, N, K, A.data(), K, P.data() + c * psize, C.data(),
+                                             N, false);
         break;
       case kTitanBf16:
         gemm_f32_bf16(M, N, K, A.data(), K, Wh.data() + c * wsize, K, true, C.data(), N, false);

@@ -250,20 +250,24 @@ TEST_F(Parity, RepackedWeightsKeepParity) {
     EXPECT_EQ(packed->layers[1]->attention->wk->weight.dim(), 3);
     EXPECT_THROW(models::hf_state_dict(*packed), Error);  // a repacked model cannot be saved
     const Result ref = run_all_at_once(*plain, c, base_config());
-    expect_same(ref, run_all_at_once(*packed, c, base_config()), family + ": repacked, all at once");
+    expect_same(ref, run_all_at_once(*packed, c, base_config()),
+                family + ": repacked, all at once");
     expect_same(ref, run_staggered(*packed, c), family + ": repacked, staggered arrivals");
     EngineConfig ec = base_config();
     ec.max_num_batched_tokens = 16;
     expect_same(ref, run_all_at_once(*packed, c, ec), family + ": repacked, chunked prefill 16");
     const Result gen = run_all_at_once(*packed, c, base_config());
-    const double d = max_abs_diff(gen, trainer_logprobs(*plain, c, gen, kernels::cpu::kKvBlockSize));
-    std::printf("%s: repacked generator vs trainer logprobs: max |delta| = %.1f\n", family.c_str(), d);
+    const double d =
+        max_abs_diff(gen, trainer_logprobs(*plain, c, gen, kernels::cpu::kKvBlockSize));
+    std::printf("%s: repacked generator vs trainer logprobs: max |delta| = %.1f\n", family.c_str(),
+                d);
     EXPECT_EQ(d, 0.0);
     try {
       packed->forward(models::make_packed_batch({c.prompts[0]}));
       ADD_FAILURE() << "a differentiable forward through repacked weights did not throw";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos)
+          << e.what();
     }
   }
 }

@@ -190,18 +190,22 @@ TEST(Gemm, DecodeRowsMatchChain) {
 }
 
 // Weights repacked into panels (gemm_pack_panels) against the scalar chain of the same
-// NT weights, on every path the panels take: decode rows (<= 24: whole panels streamed
-// with columns claimed by the threads), medium rows, and many rows (micro-panels read
-// in place from the B block, N past one NC block); K tails and K past one KC chunk,
-// column tails (the zero-padded last panel), padded strides, 1 and 2 threads.
+// NT weights, on every path the panels take: decode rows (up to kFewRows, 24 on AVX2 and
+// 56 on AVX-512: whole panels streamed, columns claimed by the threads), medium rows,
+// and many rows (micro-panels read in place, N past one NC block; M = 500 is past
+// AVX-512's medium-row limit of 448); K tails and K past one KC chunk, column tails
+// (the zero-padded last panel), padded strides, 1 and 2 threads.
 TEST(Gemm, PanelsMatchChain) {
   std::mt19937 rng(99);
-  struct Shape3 { int64_t M, N, K; };
+  struct Shape3 {
+    int64_t M, N, K;
+  };
   std::vector<Shape3> shapes;
   for (int64_t M : {1, 2, 5, 6, 7, 8, 9, 17, 24, 25})
     for (int64_t N : {16, 37, 100})
       for (int64_t K : {1, 17, 300}) shapes.push_back({M, N, K});
-  for (Shape3 s : {Shape3{64, 200, 600}, Shape3{150, 70, 520}, Shape3{300, 2100, 33}, Shape3{13, 2100, 40}})
+  for (Shape3 s : {Shape3{64, 200, 600}, Shape3{150, 70, 520}, Shape3{300, 2100, 33},
+                   Shape3{13, 2100, 40}, Shape3{500, 70, 40}})
     shapes.push_back(s);
   int idx = 0;
   for (int threads : {1, 2}) {
@@ -226,7 +230,8 @@ TEST(Gemm, PanelsMatchChain) {
   std::vector<float> W(64), P(static_cast<size_t>(gemm_panels_size(4, 4)));
   EXPECT_THROW(gemm_pack_panels(4, 4, W.data(), 3, P.data()), Error);  // ldw < K
   EXPECT_THROW(gemm_pack_panels(-1, 4, W.data(), 4, P.data()), Error);
-  EXPECT_THROW(gemm_f32_panels(2, 4, 4, W.data(), 3, P.data(), W.data(), 4, false), Error);  // lda < K
+  EXPECT_THROW(gemm_f32_panels(2, 4, 4, W.data(), 3, P.data(), W.data(), 4, false),
+               Error);  // lda < K
 }
 
 // Row `target` of A (for TN: column) placed at `pos` inside an M-row problem whose

@@ -95,9 +95,11 @@ TEST(Matmul, LinearPanelsEqualsLinear) {
     Tensor x = randn({rows, 65}, 10 + rows);
     for (bool with_bias : {false, true}) {
       const Tensor b = with_bias ? bias : Tensor();
-      auto want = linear(x, w, b).to_vector<float>(), got = linear_panels(x, panels, 37, b).to_vector<float>();
+      auto want = linear(x, w, b).to_vector<float>(),
+           got = linear_panels(x, panels, 37, b).to_vector<float>();
       ASSERT_EQ(want.size(), got.size());
-      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << rows << " bias=" << with_bias;
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
+          << rows << " bias=" << with_bias;
     }
   }
 }
@@ -110,12 +112,14 @@ TEST(Matmul, LinearPanelsErrors) {
     linear_panels(x, panels, 37);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos)
+        << e.what();
   }
   autograd::NoGradGuard ng;
-  EXPECT_THROW(linear_panels(Tensor::zeros({2, 64}), panels, 37), Error);    // inputs differ
-  EXPECT_THROW(linear_panels(Tensor::zeros({2, 65}), panels, 100), Error);   // panel count
-  EXPECT_THROW(linear_panels(Tensor::zeros({2, 65}), randn({37, 65}, 1), 37), Error);  // not repacked
+  EXPECT_THROW(linear_panels(Tensor::zeros({2, 64}), panels, 37), Error);   // inputs differ
+  EXPECT_THROW(linear_panels(Tensor::zeros({2, 65}), panels, 100), Error);  // panel count
+  EXPECT_THROW(linear_panels(Tensor::zeros({2, 65}), randn({37, 65}, 1), 37),
+               Error);  // not repacked
   EXPECT_THROW(repack_linear_weight(Tensor::zeros({2, 3, 4})), Error);
 }
 

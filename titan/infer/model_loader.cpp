@@ -71,7 +71,8 @@ LoadedModel load_hf_model(const std::string& dir) {
 
 void prepare_for_inference(models::Decoder& model) {
   model.repack_for_decode();
-  TITAN_CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1, "prepare_for_inference: mallopt(M_MMAP_THRESHOLD) failed");
+  TITAN_CHECK(mallopt(M_MMAP_THRESHOLD, 1 << 20) == 1,
+              "prepare_for_inference: mallopt(M_MMAP_THRESHOLD) failed");
 }
 
 }  // namespace titan::infer

@@ -152,7 +152,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
 }
 
 Tensor repack_linear_weight(const Tensor& w) {
-  TITAN_CHECK(w.dtype() == DType::f32, "repack_linear_weight: 'w' must be f32, got {}", dtype_name(w.dtype()));
+  TITAN_CHECK(w.dtype() == DType::f32, "repack_linear_weight: 'w' must be f32, got {}",
+              dtype_name(w.dtype()));
   check_dim("repack_linear_weight", "w", w, 2);
   const int64_t outf = w.size(0), in = w.size(1), pw = kc::gemm_panel_width();
   Tensor wc = contig(w.detach());
@@ -167,13 +168,15 @@ Tensor linear_panels(const Tensor& x, const Tensor& panels, int64_t outf, const 
               dtype_name(panels.dtype()));
   check_dim("linear_panels", "panels", panels, 3);
   const int64_t pw = kc::gemm_panel_width(), in = panels.size(1);
-  TITAN_CHECK(outf >= 1 && panels.size(2) == pw && panels.size(0) == (outf + pw - 1) / pw &&
-                  panels.is_contiguous(),
-              "linear_panels: 'panels' has shape {}, expected contiguous [{}, in, {}] for {} outputs "
-              "(repack_linear_weight's layout)",
-              shape_str(panels.shape()), (outf + pw - 1) / pw, pw, outf);
-  TITAN_CHECK(x.dim() >= 1 && x.size(-1) == in, "linear_panels: x has shape {} but the weight has {} inputs",
-              shape_str(x.shape()), in);
+  TITAN_CHECK(
+      outf >= 1 && panels.size(2) == pw && panels.size(0) == (outf + pw - 1) / pw &&
+          panels.is_contiguous(),
+      "linear_panels: 'panels' has shape {}, expected contiguous [{}, in, {}] for {} outputs "
+      "(repack_linear_weight's layout)",
+      shape_str(panels.shape()), (outf + pw - 1) / pw, pw, outf);
+  TITAN_CHECK(x.dim() >= 1 && x.size(-1) == in,
+              "linear_panels: x has shape {} but the weight has {} inputs", shape_str(x.shape()),
+              in);
   check_bias("linear_panels", bias, outf);
   TITAN_CHECK(!needs_grad({&x, &panels, &bias}),
               "linear_panels: no backward: the weight is repacked for inference "

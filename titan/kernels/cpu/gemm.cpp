@@ -10,7 +10,8 @@ TITAN_DECLARE_ISA(void, gemm_run,
                    const void* B, int64_t ldb, int b_kind, float* C, int64_t ldc, bool accumulate))
 
 TITAN_DECLARE_ISA(int64_t, gemm_panel_width, ())
-TITAN_DECLARE_ISA(void, gemm_pack_panels, (int64_t N, int64_t K, const float* W, int64_t ldw, float* dst))
+TITAN_DECLARE_ISA(void, gemm_pack_panels,
+                  (int64_t N, int64_t K, const float* W, int64_t ldw, float* dst))
 
 namespace titan::kernels::cpu {
 namespace {
@@ -53,7 +54,9 @@ void gemm_f32_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
   TITAN_DISPATCH(gemm_run, M, N, K, A, lda, true, B, ldb, kNnF32, C, ldc, accumulate);
 }
 
-int64_t gemm_panel_width() { return TITAN_DISPATCH(gemm_panel_width); }
+int64_t gemm_panel_width() {
+  return TITAN_DISPATCH(gemm_panel_width);
+}
 
 int64_t gemm_panels_size(int64_t N, int64_t K) {
   TITAN_CHECK(N >= 0 && K >= 0, "gemm_panels_size: sizes must be >= 0, got N={} K={}", N, K);
@@ -65,7 +68,8 @@ void gemm_pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* 
   TITAN_CHECK(N >= 0 && K >= 0, "gemm_pack_panels: sizes must be >= 0, got N={} K={}", N, K);
   TITAN_CHECK(ldw >= K && ldw >= 1, "gemm_pack_panels: ldw must be >= K={}, got {}", K, ldw);
   if (N == 0 || K == 0) return;
-  TITAN_CHECK(W != nullptr && dst != nullptr, "gemm_pack_panels: W or dst is null with N={} K={}", N, K);
+  TITAN_CHECK(W != nullptr && dst != nullptr, "gemm_pack_panels: W or dst is null with N={} K={}",
+              N, K);
   TITAN_DISPATCH(gemm_pack_panels, N, K, W, ldw, dst);
 }
 

@@ -12,9 +12,7 @@
 // columns and mask the C loads/stores. Threads split M and N blocks only.
 //
 // Blocking (Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication",
-// ACM TOMS 2008; BLIS loop order). Weights repacked into panels (gemm_pack_panels,
-// the packed-B layout over all of K) skip every B packing: the micro-panels are read
-// in place, and decode (run_panel_rows) streams each panel once in address order. Decode with at most W rows and fp32 "NT" weights
+// ACM TOMS 2008; BLIS loop order). Decode with at most W rows and fp32 "NT" weights
 // (run_lanes) is not cut into row x column tasks: all M rows are the vector lanes; each
 // weight is broadcast straight from its (N, K) row, with no packing, into kLaneCols
 // accumulators (one per output column, lane m = row m); the next kLaneCols weight rows,
@@ -26,12 +24,16 @@
 //          for jr (NR cols): for ir (MR rows): microkernel, C tile in registers
 //  - few rows (more than W, or bf16 weights), decode (run_few_rows): A packed once for
 //    all K; for every NR-wide weight panel, for pc (KCF = 64): pack the KCF x NR
-//    micro-panel into L1 and run the few row panels on it at once, so each weight is streamed from memory exactly
-//    once with no large packed copy. The panel two ahead is prefetched line by line
+//    micro-panel into L1 and run the few row panels on it at once, so each weight is streamed from
+//    memory exactly once with no large packed copy. The panel two ahead is prefetched line by line
 //    in address order meanwhile (a sequential stream the memory system serves at
 //    near its read bandwidth; the 16 interleaved row streams alone got ~60 % of it);
 //  - few rows with fp32 "NN" B, and medium rows (run_row_block): all rows packed per K
 //    chunk, each B micro-panel used by all of them at once (NN panels read in place).
+//  - weights repacked into panels (gemm_pack_panels: the packed-B layout over all of K):
+//    no B packing anywhere; up to kFewRows rows, run_panel_rows streams each panel once
+//    in address order (threads claim column chunks); more rows (per task) run
+//    run_row_block / run_blocked reading the micro-panels in place.
 // Which path runs depends on the row count, but every path computes each element
 // with the same chain, so the bits do not (tests compare every path to the scalar chain).
 #include <algorithm>
@@ -79,8 +81,9 @@ constexpr int kLaneCols = 8;
 constexpr int64_t kLaneKStep = 16;
 constexpr int64_t kLaneChunk = 64;  // columns per work chunk of run_lanes / run_panel_rows
 // Decode with repacked weights: K rows of a weight panel per microkernel call (16 KiB
-// of an AVX2 panel: it stays in L1 for the next row panel).
+// of an AVX2 panel, in L1 for the next row panel; 32 KiB on AVX-512, untuned).
 constexpr int64_t kPanelKC = 256;
+static_assert(kLaneChunk % NR == 0, "run_panel_rows: column chunks must start on a panel");
 // ... and how far ahead of its reads the first row panel prefetches the weight stream
 // (bytes; at M = 8 on the Zen3 machine the stream ran ~10 % slower without it).
 constexpr int64_t kPanelAhead = 4096;
@@ -162,7 +165,8 @@ void microkernel_pf(int64_t kc, const float* __restrict a, const float* __restri
 }
 
 using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool);
-using MicroPfFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool, int64_t);
+using MicroPfFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool,
+                           int64_t);
 template <size_t... I>
 constexpr auto make_table(std::index_sequence<I...>) {
   return std::array<MicroFn, sizeof...(I)>{&microkernel<static_cast<int>(I) + 1>...};
@@ -440,7 +444,8 @@ void run_panel_rows(const Problem& p, int64_t T) {
         const float* bp = panel_at(p, jr, pc);
         // The first row panel streams the chunk from memory, prefetching kPanelAhead
         // bytes ahead while it lies within B; the others find it in L1.
-        const bool pf = reinterpret_cast<uintptr_t>(bp) + kc * NR * sizeof(float) + kPanelAhead <= b_end;
+        const bool pf =
+            reinterpret_cast<uintptr_t>(bp) + kc * NR * sizeof(float) + kPanelAhead <= b_end;
         for (int64_t i = 0; i < panels; ++i) {
           float* c = p.C + prow(i) * p.ldc + jr;
           const int rows = static_cast<int>(prow(i + 1) - prow(i));
@@ -536,26 +541,34 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
 // shared by all MC row blocks; its micro-panels stay in L1 across the row panels.
 void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   Buffers& buf = thread_buffers();
+  const bool in_place = p.b_kind == kPanelF32;  // repacked: micro-panels read where they lie
   float* abuf = buf.a.get(static_cast<size_t>(MC * KC));
-  float* bblk = buf.bblock.get(static_cast<size_t>(KC * NC));
+  float* bblk = in_place ? nullptr : buf.bblock.get(static_cast<size_t>(KC * NC));
   for (int64_t jc = n0; jc < n1; jc += NC) {
     const int64_t nc = std::min(NC, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      const bool in_place = p.b_kind == kPanelF32;  // the micro-panels are read where they lie
       if (!in_place)
         for (int64_t jr = 0; jr < nc; jr += NR)
-          pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc, kc);
-      auto micro_panel = [&](int64_t jr) { return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc; };
+          pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc,
+                 kc);
+      // Micro-panel jr of the block, and (next) the one after it to prefetch.
+      auto micro_panel = [&](int64_t jr) {
+        return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
+      };
+      auto next = [&](int64_t jr) {
+        if (jr + NR >= nc) return Ahead{};
+        return in_place ? panel_ahead(p, jc + jr + NR, pc, kc)
+                        : Ahead{reinterpret_cast<const char*>(bblk + (jr + NR) * kc), 0, 1,
+                                kc * NR * static_cast<int64_t>(sizeof(float)) / 64};
+      };
       for (int64_t ic = m0; ic < m1; ic += MC) {
         const int64_t mc = std::min(MC, m1 - ic);
         pack_a(p, abuf, ic, mc, pc, kc);
         for (int64_t jr = 0; jr < nc; jr += NR)
           row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
                      static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-                     jr + NR < nc ? Ahead{reinterpret_cast<const char*>(micro_panel(jr + NR)), 0, 1,
-                                          kc * NR * static_cast<int64_t>(sizeof(float)) / 64}
-                                  : Ahead{});
+                     next(jr));
       }
     }
   }
@@ -564,7 +577,8 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
-  if (p.b_kind != kNnF32 && p.b_kind != kPanelF32 && m1 - m0 <= kFewRows) return run_few_rows(p, m0, m1, n0, n1);
+  if (p.b_kind != kNnF32 && p.b_kind != kPanelF32 && m1 - m0 <= kFewRows)
+    return run_few_rows(p, m0, m1, n0, n1);
   if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
   run_blocked(p, m0, m1, n0, n1);
 }
@@ -572,7 +586,7 @@ void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) 
 }  // namespace
 
 // C(M, N) = op_a(A) · op_b(B) [+ C]; see titan/kernels/cpu/gemm.h. Arguments are
-// validated by the caller. b_kind: 0 NT f32, 1 NN f32, 2 NT bf16, 3 NN bf16.
+// validated by the caller. b_kind: 0 NT f32, 1 NN f32, 2 NT bf16, 3 NN bf16, 4 panels.
 void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool a_trans,
               const void* B, int64_t ldb, int b_kind, float* C, int64_t ldc, bool accumulate) {
   if (M <= 0 || N <= 0) return;
