@@ -281,9 +281,10 @@ struct AheadCursor {
 inline const float* panel_at(const Problem& p, int64_t jr, int64_t pc) {
   return static_cast<const float*>(p.B) + jr * p.K + pc * NR;
 }
-// kPanelF32: that micro-panel's kc rows as an Ahead (one contiguous run).
-inline Ahead panel_ahead(const Problem& p, int64_t jr, int64_t pc, int64_t kc) {
-  return Ahead{reinterpret_cast<const char*>(panel_at(p, jr, pc)), 0, 1,
+// kc rows of a micro-panel (NR floats each, contiguous) at b, as an Ahead (one run):
+// the next packed micro-panel of the B block, or the next panel of repacked weights.
+inline Ahead micro_panel_ahead(const float* b, int64_t kc) {
+  return Ahead{reinterpret_cast<const char*>(b), 0, 1,
                (kc * NR * static_cast<int64_t>(sizeof(float)) + 63) / 64};
 }
 
@@ -407,17 +408,21 @@ void run_lanes(const Problem& p, int64_t T) {
   });
 }
 
-// Few rows: A rows [m0, m0 + mc) packed for all of K into `panels` balanced row panels
-// (8 rows: 4 + 4, not 6 + 2, so every panel has enough chains to keep both FMA pipes
-// busy; panel i holds rows [mc * i / panels, mc * (i + 1) / panels)), laid out
+// Few rows: mc rows cut into `panels` balanced row panels (8 rows: 4 + 4, not 6 + 2, so
+// every panel has enough chains to keep both FMA pipes busy); panel i holds rows
+// [panel_row(mc, panels, i), panel_row(mc, panels, i + 1)). The packer and the kernel
+// calls both use this one split.
+inline int64_t panel_row(int64_t mc, int64_t panels, int64_t i) { return mc * i / panels; }
+
+// A rows [m0, m0 + mc) packed for all of K into `panels` balanced row panels, laid out
 // [K chunk of kchunk][row panel][kc][MR]. Returns the buffer (thread_buffers().a).
 float* pack_a_chunks(const Problem& p, int64_t m0, int64_t mc, int64_t panels, int64_t kchunk) {
   float* abuf = thread_buffers().a.get(static_cast<size_t>(panels * MR * p.K));
   for (int64_t pc = 0; pc < p.K; pc += kchunk) {
     const int64_t kc = std::min(kchunk, p.K - pc);
     for (int64_t i = 0; i < panels; ++i)  // in order: a panel's store slack lands in the next
-      pack_a(p, abuf + pc * panels * MR + i * kc * MR, m0 + mc * i / panels,
-             mc * (i + 1) / panels - mc * i / panels, pc, kc);
+      pack_a(p, abuf + pc * panels * MR + i * kc * MR, m0 + panel_row(mc, panels, i),
+             panel_row(mc, panels, i + 1) - panel_row(mc, panels, i), pc, kc);
   }
   return abuf;
 }
@@ -431,7 +436,7 @@ float* pack_a_chunks(const Problem& p, int64_t m0, int64_t mc, int64_t panels, i
 void run_panel_rows(const Problem& p, int64_t T) {
   const int64_t mc = p.M, panels = (mc + MR - 1) / MR;
   const float* abuf = pack_a_chunks(p, 0, mc, panels, kPanelKC);
-  auto prow = [&](int64_t i) { return mc * i / panels; };
+  auto prow = [&](int64_t i) { return panel_row(mc, panels, i); };
   const uintptr_t b_end = reinterpret_cast<uintptr_t>(panel_at(p, (p.N + NR - 1) / NR * NR, 0));
   claim_chunks(T, (p.N + kLaneChunk - 1) / kLaneChunk, [&](int64_t chunk) {
     const int64_t n1 = std::min(p.N, (chunk + 1) * kLaneChunk);
@@ -466,7 +471,7 @@ void run_few_rows(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t 
   const int64_t mc = m1 - m0, panels = (mc + MR - 1) / MR;
   const float* abuf = pack_a_chunks(p, m0, mc, panels, KCF);
   float* bbuf = thread_buffers().b.get(static_cast<size_t>(KCF * NR));
-  auto prow = [&](int64_t i) { return mc * i / panels; };
+  auto prow = [&](int64_t i) { return panel_row(mc, panels, i); };
   const int64_t esz = (p.b_kind == kNtF32 || p.b_kind == kNnF32) ? 4 : 2;
   const bool nt = p.b_kind == kNtF32 || p.b_kind == kNtBf16;
   const int64_t chunks = (p.K + KCF - 1) / KCF;
@@ -525,7 +530,7 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
       const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
       if (p.b_kind == kPanelF32) {
         row_panels(p, abuf, mc, kc, panel_at(p, jr, pc), NR, m0, jr, nv, load_c,
-                   jr + NR < n1 ? panel_ahead(p, jr + NR, pc, kc) : Ahead{});
+                   jr + NR < n1 ? micro_panel_ahead(panel_at(p, jr + NR, pc), kc) : Ahead{});
       } else if (nn_in_place && nv == NR) {
         row_panels(p, abuf, mc, kc, static_cast<const float*>(p.B) + pc * p.ldb + jr, p.ldb, m0, jr,
                    nv, load_c);
@@ -552,15 +557,12 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
         for (int64_t jr = 0; jr < nc; jr += NR)
           pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc,
                  kc);
-      // Micro-panel jr of the block, and (next) the one after it to prefetch.
+      // Micro-panel jr of the block, and the Ahead of the one after it.
       auto micro_panel = [&](int64_t jr) {
         return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
       };
       auto next = [&](int64_t jr) {
-        if (jr + NR >= nc) return Ahead{};
-        return in_place ? panel_ahead(p, jc + jr + NR, pc, kc)
-                        : Ahead{reinterpret_cast<const char*>(bblk + (jr + NR) * kc), 0, 1,
-                                kc * NR * static_cast<int64_t>(sizeof(float)) / 64};
+        return jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{};
       };
       for (int64_t ic = m0; ic < m1; ic += MC) {
         const int64_t mc = std::min(MC, m1 - ic);
