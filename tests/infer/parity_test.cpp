@@ -239,15 +239,19 @@ TEST_F(Parity, TrainerLogprobsEqualGeneratorBitwise) {
 }
 
 // The generator's load step (Decoder::repack_for_decode, as `titan generate` runs it):
-// the layer weights in GEMM panels give the same tokens and logprob bits as the
-// trainer's (out, in) layout, in the engine modes and against the trainer's forward on
-// the unrepacked model; the repacked model refuses a differentiable forward.
+// the layer weights and the LM head (tied: the embedding) in GEMM panels give the same
+// tokens and logprob bits as the trainer's (out, in) layout, in the engine modes and
+// against the trainer's forward on the unrepacked model; the repacked model refuses a
+// differentiable forward.
 TEST_F(Parity, RepackedWeightsKeepParity) {
   for (const std::string family : {"llama3", "qwen3"}) {
     std::unique_ptr<models::Decoder> plain = tiny_model(3, family), packed = tiny_model(3, family);
     packed->repack_for_decode();
     ASSERT_TRUE(packed->layers[0]->feed_forward->w2->repacked());
     EXPECT_EQ(packed->layers[1]->attention->wk->weight.dim(), 3);
+    ASSERT_TRUE(packed->lm_head_repacked());  // qwen3: the tied embedding; llama3: output
+    EXPECT_EQ(packed->tok_embeddings->repacked(), family == "qwen3");
+    EXPECT_THROW(packed->lm_head_weight(), Error);
     EXPECT_THROW(models::hf_state_dict(*packed), Error);  // a repacked model cannot be saved
     const Result ref = run_all_at_once(*plain, c, base_config());
     expect_same(ref, run_all_at_once(*packed, c, base_config()),
@@ -256,6 +260,10 @@ TEST_F(Parity, RepackedWeightsKeepParity) {
     EngineConfig ec = base_config();
     ec.max_num_batched_tokens = 16;
     expect_same(ref, run_all_at_once(*packed, c, ec), family + ": repacked, chunked prefill 16");
+    ec = base_config();
+    ec.logprobs_from_hidden = true;
+    expect_same(ref, run_all_at_once(*packed, c, ec),
+                family + ": repacked, logprobs from the hidden rows (logprobs_panels)");
     const Result gen = run_all_at_once(*packed, c, base_config());
     const double d =
         max_abs_diff(gen, trainer_logprobs(*plain, c, gen, kernels::cpu::kKvBlockSize));

@@ -4,9 +4,11 @@
 #include <cstring>
 
 #include "tests/util/torch_ref.h"
+#include "titan/autograd/node.h"
 #include "titan/core/thread_pool.h"
 #include "titan/ops/index.h"
 #include "titan/ops/join.h"
+#include "titan/ops/matmul.h"
 #include "titan/ops/reduce.h"
 
 namespace titan {
@@ -168,6 +170,27 @@ TEST(Index, EmbeddingBackwardIsDeterministicAcrossThreads) {
   for (int t = 0; t < 500; ++t)
     for (int j = 0; j < 96; ++j) want[iv[t] * 96 + j] += uv[t * 96 + j];
   EXPECT_EQ(std::memcmp(a.data(), want.data(), a.size() * 4), 0);
+}
+
+TEST(Index, EmbeddingPanelsEqualsEmbedding) {
+  // A tied embedding repacked as the LM head's GEMM panels (37 rows: a zero-padded last
+  // panel) gathers the same rows, bit for bit.
+  autograd::NoGradGuard ng;
+  Tensor w = randn({37, 24}, 1), panels = repack_linear_weight(w);
+  Tensor ids = Tensor::from_vector<int32_t>({0, 36, 15, 16, 31, 32, 5, 5}, {2, 4});
+  auto want = embedding(w, ids), got = embedding_panels(panels, 37, ids);
+  EXPECT_EQ(got.shape(), (Shape{2, 4, 24}));
+  auto a = want.to_vector<float>(), b = got.to_vector<float>();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  try {
+    embedding_panels(panels, 37, Tensor::from_vector<int32_t>({3, 37}, {2}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 37 at position 1"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(embedding_panels(w, 37, ids), Error);        // not repacked
+  EXPECT_THROW(embedding_panels(panels, 100, ids), Error);  // panel count
 }
 
 TEST(Index, Errors) {

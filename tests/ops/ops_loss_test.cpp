@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tests/util/torch_ref.h"
+#include "titan/autograd/node.h"
 #include "titan/ops/loss.h"
 #include "titan/ops/matmul.h"
 
@@ -104,6 +105,28 @@ TEST(Loss, LogprobsFusedEqualsComposedBitwiseAndRowsAreBatchInvariant) {
   // Row 4 alone gives the same bits as inside the batch.
   auto r = logprobs(h.narrow(0, 4, 1), w, y.narrow(0, 4, 1), 0.8).to_vector<float>();
   EXPECT_EQ(std::memcmp(&r[0], &a[4], 4), 0);
+}
+
+TEST(Loss, LogprobsPanelsEqualsLogprobs) {
+  // The LM head repacked into GEMM panels (V = 5001: two vocabulary chunks and a
+  // zero-padded last panel) gives logprobs' bits for decode and prefill row counts.
+  autograd::NoGradGuard ng;
+  const int64_t D = 40, V = 5001;
+  Tensor w = randn({V, D}, 2, 0.2), panels = repack_linear_weight(w);
+  for (int64_t T : {1, 7, 40}) {
+    Tensor h = randn({T, D}, 10 + T), y = randint({T}, V, 20 + T);
+    for (double temp : {1.0, 0.7}) {
+      auto want = logprobs(h, w, y, temp).to_vector<float>();
+      auto got = logprobs_panels(h, panels, V, y, temp).to_vector<float>();
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), T * 4), 0) << "T=" << T << " temp=" << temp;
+    }
+  }
+  Tensor h = randn({2, D}, 1), y = randint({2}, V, 2);
+  EXPECT_THROW(logprobs_panels(h, w, V, y), Error);                          // not repacked
+  EXPECT_THROW(logprobs_panels(h, panels, V + 64, y), Error);                // panel count
+  EXPECT_THROW(logprobs_panels(randn({2, D + 1}, 1), panels, V, y), Error);  // D differs
+  EXPECT_THROW(logprobs_panels(h, panels, V, Tensor::from_vector<int64_t>({0, V}, {2})), Error);
+  EXPECT_THROW(logprobs_panels(h, panels, V, y, 0.0), Error);
 }
 
 TEST(Loss, AllIgnoredMeanIsNaNAndSumIsZero) {

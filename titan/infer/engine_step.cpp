@@ -114,7 +114,6 @@ void Engine::run_step(const StepPlan& plan) {
       for (Sequence* s : rseq)
         if (std::find(temps.begin(), temps.end(), s->params->logprob_temperature()) == temps.end())
           temps.push_back(s->params->logprob_temperature());
-      const Tensor W = model_.lm_head_weight();
       for (double temp : temps) {
         std::vector<int64_t> idx;
         for (int64_t r = 0; r < R; ++r)
@@ -128,7 +127,7 @@ void Engine::run_step(const StepPlan& plan) {
             std::memcpy(Hg.data<float>() + g * D, H.data<float>() + idx[g] * D, D * sizeof(float));
         }
         for (int64_t g = 0; g < G; ++g) tg[g] = toks[idx[g]];
-        Tensor out = titan::logprobs(Hg, W, to_tensor(tg, {G}), temp);
+        Tensor out = model_.logprobs(Hg, to_tensor(tg, {G}), temp);
         const float* po = out.data<float>();
         for (int64_t g = 0; g < G; ++g) lp[idx[g]] = po[g];
       }

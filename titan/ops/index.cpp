@@ -126,6 +126,33 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
   return out;
 }
 
+Tensor embedding_panels(const Tensor& panels, int64_t num_embeddings, const Tensor& ids) {
+  const int64_t D = check_panels("embedding_panels", panels, num_embeddings, {&panels});
+  check_index("embedding_panels", "ids", ids);
+  const int64_t V = num_embeddings, pw = kernels::cpu::gemm_panel_width();
+  std::vector<int64_t> id = index_values(ids);
+  for (size_t t = 0; t < id.size(); ++t)
+    TITAN_CHECK(id[t] >= 0 && id[t] < V,
+                "embedding_panels: token id {} at position {} is out of range for vocabulary "
+                "size V = {}",
+                id[t], t, V);
+  Shape os = ids.shape();
+  os.push_back(D);
+  Tensor out = Tensor::empty(os);
+  float* po = out.data<float>();
+  const float* pp = panels.data<float>();
+  const int64_t T = static_cast<int64_t>(id.size());
+  // Row v is column v % w of panel v / w: element (v, k) at (v / w)·D·w + k·w + v % w.
+  parallel_for_grain(T, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, D)),
+                     [&](int64_t b, int64_t e) {
+                       for (int64_t t = b; t < e; ++t) {
+                         const float* src = pp + (id[t] / pw) * D * pw + id[t] % pw;
+                         for (int64_t k = 0; k < D; ++k) po[t * D + k] = src[k * pw];
+                       }
+                     });
+  return out;
+}
+
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   check_defined("index_select", "x", x);
   check_index("index_select", "index", index);

@@ -159,6 +159,23 @@ Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& target
   return out;
 }
 
+Tensor logprobs_panels(const Tensor& hidden, const Tensor& panels, int64_t vocab_size,
+                       const Tensor& targets, double temperature) {
+  check_dtype("logprobs_panels", "hidden", hidden, DType::f32);
+  check_dim("logprobs_panels", "hidden", hidden, 2);
+  const int64_t D = check_panels("logprobs_panels", panels, vocab_size, {&hidden, &panels});
+  TITAN_CHECK(hidden.size(1) == D, "logprobs_panels: hidden is {} but the weight has D = {}",
+              shape_str(hidden.shape()), D);
+  check_scalars("logprobs_panels", 0.0, temperature);
+  const int64_t T = hidden.size(0);
+  Tensor y = check_targets("logprobs_panels", targets, T, vocab_size, kNoIgnore, false);
+  Tensor hc = contig(hidden), out = Tensor::empty({T});
+  kc::logprobs_from_hidden_panels(out.data<float>(), nullptr, hc.data<float>(),
+                                  panels.data<float>(), y.data<int64_t>(), T, D, vocab_size,
+                                  static_cast<float>(1.0 / temperature));
+  return out;
+}
+
 namespace composed {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,

@@ -38,6 +38,11 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
 // composed::logprobs.
 Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                 double temperature = 1.0);
+// The same for the generator once its LM head is repacked (Decoder::repack_for_decode):
+// panels = repack_linear_weight(weight) of a (vocab_size, D) weight. Same bits as
+// logprobs(hidden, weight, ..). No backward: throws titan::Error when an input needs grad.
+Tensor logprobs_panels(const Tensor& hidden, const Tensor& panels, int64_t vocab_size,
+                       const Tensor& targets, double temperature = 1.0);
 
 namespace composed {
 // The same losses from log_softmax / logsumexp / gather / linear (materialised logits).

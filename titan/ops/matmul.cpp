@@ -164,23 +164,11 @@ Tensor repack_linear_weight(const Tensor& w) {
 
 Tensor linear_panels(const Tensor& x, const Tensor& panels, int64_t outf, const Tensor& bias) {
   check_f32_or_bf16("linear_panels", "x", x);
-  TITAN_CHECK(panels.dtype() == DType::f32, "linear_panels: 'panels' must be f32, got {}",
-              dtype_name(panels.dtype()));
-  check_dim("linear_panels", "panels", panels, 3);
-  const int64_t pw = kc::gemm_panel_width(), in = panels.size(1);
-  TITAN_CHECK(
-      outf >= 1 && panels.size(2) == pw && panels.size(0) == (outf + pw - 1) / pw &&
-          panels.is_contiguous(),
-      "linear_panels: 'panels' has shape {}, expected contiguous [{}, in, {}] for {} outputs "
-      "(repack_linear_weight's layout)",
-      shape_str(panels.shape()), (outf + pw - 1) / pw, pw, outf);
+  const int64_t in = check_panels("linear_panels", panels, outf, {&x, &panels, &bias});
   TITAN_CHECK(x.dim() >= 1 && x.size(-1) == in,
               "linear_panels: x has shape {} but the weight has {} inputs", shape_str(x.shape()),
               in);
   check_bias("linear_panels", bias, outf);
-  TITAN_CHECK(!needs_grad({&x, &panels, &bias}),
-              "linear_panels: no backward: the weight is repacked for inference "
-              "(Decoder::repack_for_decode); run it with grad mode off");
   const int64_t M = x.numel() / std::max<int64_t>(1, in);
   Tensor xc = act_f32(x);
   Shape os = x.shape();

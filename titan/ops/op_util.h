@@ -8,6 +8,7 @@
 #include "titan/autograd/function.h"
 #include "titan/core/tensor.h"
 #include "titan/core/thread_pool.h"
+#include "titan/kernels/cpu/gemm.h"
 
 namespace titan::ops_detail {
 
@@ -70,6 +71,27 @@ inline void check_contiguous(const char* op, const char* arg, const Tensor& t) {
   TITAN_CHECK(t.is_contiguous(),
               "{}: argument '{}' must be contiguous (shape {}, strides {}); call .contiguous()", op,
               arg, shape_str(t.shape()), shape_str(t.strides()));
+}
+
+// A weight repacked for inference (repack_linear_weight): f32 [ceil(rows / w), in, w]
+// contiguous, w = gemm_panel_width(), packed from a (rows, in) matrix. `tensors`
+// (the panels and the op's other inputs) must not need grad: these ops have no backward.
+// Returns in.
+inline int64_t check_panels(const char* op, const Tensor& panels, int64_t rows,
+                            std::initializer_list<const Tensor*> tensors) {
+  check_dtype(op, "panels", panels, DType::f32);
+  check_dim(op, "panels", panels, 3);
+  const int64_t pw = kernels::cpu::gemm_panel_width();
+  TITAN_CHECK(rows >= 1 && panels.size(2) == pw && panels.size(0) == (rows + pw - 1) / pw &&
+                  panels.is_contiguous(),
+              "{}: 'panels' has shape {}, expected contiguous [{}, in, {}] for {} rows "
+              "(repack_linear_weight's layout)",
+              op, shape_str(panels.shape()), (rows + pw - 1) / pw, pw, rows);
+  TITAN_CHECK(!autograd::needs_grad(tensors),
+              "{}: no backward: the weight is repacked for inference "
+              "(Decoder::repack_for_decode); run it with grad mode off",
+              op);
+  return panels.size(1);
 }
 
 // Index values of an i32/i64 tensor as int64 (row-major order).

@@ -65,11 +65,15 @@ std::unique_ptr<float[]> tile_buffer(int64_t T, int64_t V) {
   return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * std::min(V, kVocabChunk)]);
 }
 
+// Chunk c0 of a panel-packed weight starts at panel c0 / w, i.e. at float c0 · D, when
+// w (16 or 32, gemm_panel_width) divides kVocabChunk.
+static_assert(kVocabChunk % 32 == 0, "vocabulary chunks must start on a GEMM panel");
+
 // Per-row vocabulary stats st (T) and scaled target logits zt (T) of hidden · weightᵀ,
 // computed kVocabChunk columns × kCeRowTile rows at a time, chunks in ascending order.
-void chunked_stats(VocabStats* st, float* zt, const float* hidden, const float* weight,
-                   const int64_t* targets, int64_t T, int64_t D, int64_t V,
-                   float inv_temperature) {
+// weight is (V, D), or its panel layout (gemm_pack_panels) when panels: the same bits.
+void chunked_stats(VocabStats* st, float* zt, const float* hidden, const float* weight, bool panels,
+                   const int64_t* targets, int64_t T, int64_t D, int64_t V, float inv_temperature) {
   if (T == 0) return;
   auto buf = tile_buffer(T, V);
   std::fill(zt, zt + T, 0.0f);
@@ -77,8 +81,12 @@ void chunked_stats(VocabStats* st, float* zt, const float* hidden, const float* 
     const int64_t n = std::min(kVocabChunk, V - c0);
     for (int64_t r0 = 0; r0 < T; r0 += kCeRowTile) {
       const int64_t rows = std::min(kCeRowTile, T - r0);
-      gemm_f32(rows, n, D, hidden + r0 * D, D, weight + c0 * D, D, /*b_trans=*/true, buf.get(), n,
-               /*accumulate=*/false);
+      if (panels)
+        gemm_f32_panels(rows, n, D, hidden + r0 * D, D, weight + c0 * D, buf.get(), n,
+                        /*accumulate=*/false);
+      else
+        gemm_f32(rows, n, D, hidden + r0 * D, D, weight + c0 * D, D, /*b_trans=*/true, buf.get(), n,
+                 /*accumulate=*/false);
       TITAN_DISPATCH(ce_tile_stats, st + r0, zt + r0, buf.get(), n, rows, c0, n, targets + r0,
                      inv_temperature, c0 == 0);
     }
@@ -116,7 +124,7 @@ void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, con
   ck.targets(targets, T, V, ignore_index);
   std::vector<VocabStats> st(static_cast<size_t>(T));
   std::vector<float> zt(static_cast<size_t>(T));
-  chunked_stats(st.data(), zt.data(), hidden, weight, targets, T, D, V, inv_temperature);
+  chunked_stats(st.data(), zt.data(), hidden, weight, false, targets, T, D, V, inv_temperature);
   finish_loss(loss_per_row, lse, st.data(), zt.data(), targets, T, ignore_index, z_loss_coef);
 }
 
@@ -174,10 +182,11 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
                     z_loss_coef, inv_temperature, accumulate_dweight);
 }
 
-void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
-                          const float* weight, const int64_t* targets, int64_t T, int64_t D,
-                          int64_t V, float inv_temperature) {
-  const Checks ck{"logprobs_from_hidden"};
+namespace {
+void logprobs_chunked(const char* fn, float* out_logprobs, float* out_lse, const float* hidden,
+                      const float* weight, bool panels, const int64_t* targets, int64_t T,
+                      int64_t D, int64_t V, float inv_temperature) {
+  const Checks ck{fn};
   ck.sizes(T, D, V);
   ck.ptr("out_logprobs", out_logprobs, T);
   ck.ptr("hidden", hidden, T);
@@ -187,11 +196,26 @@ void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidd
   ck.targets(targets, T, V, kNoIgnore);
   std::vector<VocabStats> st(static_cast<size_t>(T));
   std::vector<float> zt(static_cast<size_t>(T));
-  chunked_stats(st.data(), zt.data(), hidden, weight, targets, T, D, V, inv_temperature);
+  chunked_stats(st.data(), zt.data(), hidden, weight, panels, targets, T, D, V, inv_temperature);
   for (int64_t t = 0; t < T; ++t) {
     out_logprobs[t] = vocab_logprob(st[t], zt[t]);
     if (out_lse) out_lse[t] = vocab_lse(st[t]);
   }
+}
+}  // namespace
+
+void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
+                          const float* weight, const int64_t* targets, int64_t T, int64_t D,
+                          int64_t V, float inv_temperature) {
+  logprobs_chunked("logprobs_from_hidden", out_logprobs, out_lse, hidden, weight, false, targets, T,
+                   D, V, inv_temperature);
+}
+
+void logprobs_from_hidden_panels(float* out_logprobs, float* out_lse, const float* hidden,
+                                 const float* panels, const int64_t* targets, int64_t T, int64_t D,
+                                 int64_t V, float inv_temperature) {
+  logprobs_chunked("logprobs_from_hidden_panels", out_logprobs, out_lse, hidden, panels, true,
+                   targets, T, D, V, inv_temperature);
 }
 
 void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,

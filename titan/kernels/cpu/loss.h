@@ -62,6 +62,12 @@ void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidd
 void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidden,
                           const float* weight, const int32_t* targets, int64_t T, int64_t D,
                           int64_t V, float inv_temperature);
+// The same with the weight in its panel layout (gemm_pack_panels of the (V, D) weight,
+// gemm_panels_size(V, D) floats): the generator's LM head once repacked. Same bits as
+// logprobs_from_hidden on the weight it was packed from.
+void logprobs_from_hidden_panels(float* out_logprobs, float* out_lse, const float* hidden,
+                                 const float* panels, const int64_t* targets, int64_t T, int64_t D,
+                                 int64_t V, float inv_temperature);
 
 // The composed twins over materialised logits (T, V): the reference for the fused
 // kernels and the path for callers that already hold logits. Same formulas; the forward

@@ -6,6 +6,7 @@
 #include "titan/autograd/node.h"
 #include "titan/core/philox.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/loss.h"
 #include "titan/ops/matmul.h"
 
 namespace titan::models {
@@ -88,11 +89,34 @@ void Decoder::repack_for_decode() {
     for (Linear* l : {b->attention->wq, b->attention->wk, b->attention->wv, b->attention->wo,
                       b->feed_forward->w1, b->feed_forward->w2, b->feed_forward->w3})
       l->repack_for_decode();
+  if (output)
+    output->repack_for_decode();
+  else
+    tok_embeddings->repack_for_decode();
 }
 
-Tensor Decoder::lm_head_weight() const { return output ? output->weight : tok_embeddings->weight; }
+bool Decoder::lm_head_repacked() const {
+  return output ? output->repacked() : tok_embeddings->repacked();
+}
 
-Tensor Decoder::logits(const Tensor& hidden) const { return linear(hidden, lm_head_weight(), Tensor()); }
+Tensor Decoder::lm_head_weight() const {
+  TITAN_CHECK(!lm_head_repacked(),
+              "Decoder::lm_head_weight: the LM head is repacked for inference "
+              "(Decoder::repack_for_decode); use Decoder::logits or Decoder::logprobs");
+  return output ? output->weight : tok_embeddings->weight;
+}
+
+Tensor Decoder::logits(const Tensor& hidden) const {
+  if (output) return output->forward(hidden);
+  const Tensor& w = tok_embeddings->weight;
+  return tok_embeddings->repacked() ? linear_panels(hidden, w, cfg_.vocab_size) : linear(hidden, w);
+}
+
+Tensor Decoder::logprobs(const Tensor& hidden, const Tensor& targets, double temperature) const {
+  if (!lm_head_repacked()) return titan::logprobs(hidden, lm_head_weight(), targets, temperature);
+  const Tensor& w = output ? output->weight : tok_embeddings->weight;
+  return logprobs_panels(hidden, w, cfg_.vocab_size, targets, temperature);
+}
 
 Tensor Decoder::forward(const ForwardBatch& batch) const {
   const int64_t T = batch.num_tokens();

@@ -30,10 +30,15 @@ class Decoder : public nn::Module {
   // bad metadata (token id out of range, position beyond the RoPE table, ...).
   Tensor forward(const ForwardBatch& batch) const;
 
-  // The LM head weight (V, D): the embedding when tied.
+  // The LM head weight (V, D): the embedding when tied. Throws once the head is
+  // repacked (repack_for_decode); logits and logprobs serve both layouts.
   Tensor lm_head_weight() const;
+  bool lm_head_repacked() const;
   // logits (T, V) = hidden (T, D) · lm_head_weightᵀ, through the batch-invariant GEMM.
   Tensor logits(const Tensor& hidden) const;
+  // titan::logprobs(hidden, lm_head_weight(), targets, temperature), or logprobs_panels
+  // on the repacked head: the same bits either way. hidden (T, D) f32, targets (T) in [0, V).
+  Tensor logprobs(const Tensor& hidden, const Tensor& targets, double temperature = 1.0) const;
 
   // Initialises all parameters (by default as TorchTitan does for the family, survey
   // §4) from Philox keyed by seed: deterministic and independent of thread count.
@@ -45,8 +50,8 @@ class Decoder : public nn::Module {
   // them in address order (1.3-1.7x the weight bandwidth of the (out, in) layout at
   // batch 1 on the Zen3 machine, docs/benchmarks.md). Same logits bit for bit;
   // afterwards the model can no longer be trained, saved or synced (those throw on the
-  // changed parameter shapes). The LM head and the embedding keep their layout (the
-  // shared logprob function reads them).
+  // changed parameter shapes). The LM head is repacked too (the embedding when tied,
+  // whose rows embedding_panels then gathers); an untied embedding keeps its layout.
   void repack_for_decode();
 
   const TransformerConfig& config() const { return cfg_; }

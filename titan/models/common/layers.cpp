@@ -32,11 +32,20 @@ void Linear::repack_for_decode() {
   repacked_ = true;
 }
 
-Embedding::Embedding(int64_t num, int64_t dim) {
+Embedding::Embedding(int64_t num, int64_t dim) : num_(num) {
   weight = register_parameter("weight", Tensor::zeros({num, dim}));
 }
 
-Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  return repacked_ ? embedding_panels(weight, num_, ids) : embedding(weight, ids);
+}
+
+void Embedding::repack_for_decode() {
+  if (repacked_) return;
+  weight = repack_linear_weight(weight);
+  replace_parameter("weight", weight);
+  repacked_ = true;
+}
 
 RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
   weight = register_parameter("weight", Tensor::ones({dim}));

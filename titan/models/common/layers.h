@@ -35,8 +35,19 @@ class Linear : public nn::Module {
 class Embedding : public nn::Module {
  public:
   Embedding(int64_t num, int64_t dim);
-  Tensor forward(const Tensor& ids) const;  // ids (T) i32 -> (T, dim)
+  // ids (T) i32 -> (T, dim): embedding(weight, ids), or embedding_panels once repacked
+  // (the same bits).
+  Tensor forward(const Tensor& ids) const;
+  // Inference only: as Linear::repack_for_decode, for a tied embedding that is also the
+  // LM head (Decoder::repack_for_decode). Idempotent.
+  void repack_for_decode();
+  bool repacked() const { return repacked_; }
+  int64_t num_embeddings() const { return num_; }
   Tensor weight;
+
+ private:
+  int64_t num_;
+  bool repacked_ = false;
 };
 
 class RMSNorm : public nn::Module {
