@@ -9,7 +9,7 @@
 // ENGINE_BENCH_MODEL = family:flavor (default llama3:small; e.g. llama3:100m,
 // qwen3:qwen3_0.6b), random weights. ENGINE_BENCH_KV_MIB = KV pool in MiB (default 256;
 // qwen3_0.6b needs ~1024 for B = 8 at these contexts without preemption).
-// ENGINE_BENCH_REPACK=0 keeps the layer weights in the trainer's (out, in) layout
+// ENGINE_BENCH_REPACK=0 keeps the weights in the trainer's (out, in) layout
 // (default 1: infer::prepare_for_inference, as `titan generate` does).
 //
 // Benchmarks (tok/s counters are tokens per second of wall time):

@@ -329,7 +329,7 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   app.add_flag("--no-prefix-caching", a->no_prefix_caching, "share KV blocks only between samples of one prompt");
   app.add_flag("--no-repack", a->no_repack,
-               "keep the layer weights in the trainer's (out, in) layout (default: repacked into GEMM "
+               "keep the weights in the trainer's (out, in) layout (default: repacked into GEMM "
                "panels at load, faster decode, same bits)");
   app.add_option("--threads", a->threads, "worker threads (default: TITAN_NUM_THREADS or all cores)");
   app.add_flag("--quiet", a->quiet, "no summary on stderr");

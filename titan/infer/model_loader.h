@@ -36,14 +36,16 @@ LoadedModel load_llama2c_model(const std::string& bin_path, const std::string& t
 LoadedModel load_hf_model(const std::string& dir);
 
 // The load step of an inference-only process (`titan generate`, bench/engine_bench):
-// model.repack_for_decode() (the layer weights in GEMM panels: faster decode, the same
-// bits), then glibc's mmap threshold pinned at 1 MiB (mallopt M_MMAP_THRESHOLD,
-// process-wide): every buffer of 1 MiB or more is mmapped and returned to the system
-// when freed. Without the pin, freeing the (out, in) weights raises glibc's dynamic
-// threshold to their size, later activation buffers come from the heap and stay
-// resident (+76-126 MiB peak at qwen3_0.6b B = 64, docs/benchmarks.md). Not for a
-// process that also trains (the model can no longer be trained, and the trainer
-// relies on the heap reusing its activation buffers).
+// model.repack_for_decode() (the layer weights and the LM head in GEMM panels: faster
+// decode, the same bits; each matrix exists twice while it is repacked, so the load
+// peaks at the weights plus the largest matrix, the LM head), then glibc's mmap
+// threshold pinned at 1 MiB (mallopt M_MMAP_THRESHOLD, process-wide): every buffer of
+// 1 MiB or more is mmapped and returned to the system when freed. Without the pin,
+// freeing the (out, in) weights raises glibc's dynamic threshold to their size, later
+// activation buffers come from the heap and stay resident (+76-126 MiB peak at
+// qwen3_0.6b B = 64, docs/benchmarks.md). Not for a process that also trains (the
+// model can no longer be trained, and the trainer relies on the heap reusing its
+// activation buffers).
 void prepare_for_inference(models::Decoder& model);
 
 }  // namespace titan::infer
