@@ -17,7 +17,7 @@
 //                   sequences (context ~100-150 tokens; temperature 1, no top-p/top-k),
 //                   the engine's default config (sampled logprobs from the sampling
 //                   logits). weight_GB/s = bytes of all weights streamed per step / step time.
-//   Decode/B/1      the same with EngineConfig.logprobs_from_hidden = true (titan::logprobs
+//   Decode/B/1      the same with EngineConfig.logprobs_from_hidden = true (Decoder::logprobs
 //                   on the hidden rows: the LM head is read once more per step).
 //   Prefill512      one 512-token prompt (prefix caching off), max_tokens 1.
 //   SampleRow/k     one sample_token call on a flat 32000-token row: temperature only,

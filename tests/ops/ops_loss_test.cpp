@@ -127,6 +127,15 @@ TEST(Loss, LogprobsPanelsEqualsLogprobs) {
   EXPECT_THROW(logprobs_panels(randn({2, D + 1}, 1), panels, V, y), Error);  // D differs
   EXPECT_THROW(logprobs_panels(h, panels, V, Tensor::from_vector<int64_t>({0, V}, {2})), Error);
   EXPECT_THROW(logprobs_panels(h, panels, V, y, 0.0), Error);
+  autograd::EnableGradGuard eg;
+  Tensor hg = randn({2, D}, 1).requires_grad_();
+  try {
+    logprobs_panels(hg, panels, V, y);
+    ADD_FAILURE() << "no error for a hidden that needs grad";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logprobs_panels: no backward"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Loss, AllIgnoredMeanIsNaNAndSumIsZero) {

@@ -12,8 +12,9 @@
 // blocks, prefix caching), computes logits only for the last row of each sequence
 // that reached its end (Decoder::logits, the batch-invariant GEMM), samples
 // (sampler.h: Philox keyed by (seed, sample index, position)) and computes the
-// sampled tokens' logprobs with THE logprob function titan::logprobs on the same
-// hidden rows (temperature-scaled; temperature 0 uses 1.0). Every kernel is batch
+// sampled tokens' logprobs with THE logprob function's algorithm on the same logit bits
+// (titan::logprobs, or logprobs_panels once the LM head is repacked; temperature-scaled;
+// temperature 0 uses 1.0). Every kernel is batch
 // invariant, so a request's tokens and logprobs do not depend on which requests
 // share its steps, how its prompt was chunked, or whether it was preempted — and the
 // logprobs equal the trainer's for the same tokens, bitwise.
@@ -53,9 +54,10 @@ struct EngineConfig {
   std::vector<int32_t> eos_token_ids;  // empty: the tokenizer's EOS, else the model config's
   // false (default): sampled-token logprobs from the logits already computed for
   // sampling, through the trainer's vocabulary log-sum-exp kernel (ce_tile_stats on the
-  // same gemm_f32 logit bits: identical to titan::logprobs on the hidden rows, which
+  // same logit bits: identical to titan::logprobs on the hidden rows, which
   // cpu_loss_test and parity_test check bitwise) — one LM-head GEMM fewer per step.
-  // true: titan::logprobs on the hidden rows (a second LM-head pass; kept as a check).
+  // true: Decoder::logprobs on the hidden rows (titan::logprobs, or logprobs_panels on a
+  // repacked LM head: a second LM-head pass; kept as a check).
   bool logprobs_from_hidden = false;
 };
 

@@ -19,8 +19,9 @@ namespace titan {
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 // The same rows (the same bits) from the weight in its panel layout
 // (repack_linear_weight of the (num_embeddings, D) weight): the generator's tied
-// embedding once the LM head is repacked (Decoder::repack_for_decode). No backward:
-// throws when panels needs grad.
+// embedding once the LM head is repacked (Decoder::repack_for_decode). Reads each row
+// with a stride of w floats (a cache line per element): fine for a step's few rows.
+// No backward: throws when panels needs grad.
 Tensor embedding_panels(const Tensor& panels, int64_t num_embeddings, const Tensor& ids);
 
 // out = x with dim `dim` replaced by index (1-D i32/i64 of length L): out[.., j, ..] =

@@ -33,14 +33,16 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
                             Reduction reduction = Reduction::mean);
 
 // THE logprob function: out (T) = log_softmax(hidden · weightᵀ / temperature)[t, targets[t]],
-// fused and chunked like linear_cross_entropy; targets in [0, V). Used by the generator
-// (no grad) and the RL trainer (gradients to hidden and weight). Same bits as
-// composed::logprobs.
+// fused and chunked like linear_cross_entropy; targets in [0, V). Used by the RL trainer
+// (gradients to hidden and weight) and the generator (no grad; logprobs_panels below
+// once its LM head is repacked). Same bits as composed::logprobs.
 Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                 double temperature = 1.0);
 // The same for the generator once its LM head is repacked (Decoder::repack_for_decode):
 // panels = repack_linear_weight(weight) of a (vocab_size, D) weight. Same bits as
-// logprobs(hidden, weight, ..). No backward: throws titan::Error when an input needs grad.
+// logprobs(hidden, weight, ..). The layout does not record vocab_size: only a panel
+// count that does not match it is caught. No backward: throws titan::Error when an
+// input needs grad.
 Tensor logprobs_panels(const Tensor& hidden, const Tensor& panels, int64_t vocab_size,
                        const Tensor& targets, double temperature = 1.0);
 

@@ -65,10 +65,6 @@ std::unique_ptr<float[]> tile_buffer(int64_t T, int64_t V) {
   return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * std::min(V, kVocabChunk)]);
 }
 
-// Chunk c0 of a panel-packed weight starts at panel c0 / w, i.e. at float c0 · D, when
-// w (16 or 32, gemm_panel_width) divides kVocabChunk.
-static_assert(kVocabChunk % 32 == 0, "vocabulary chunks must start on a GEMM panel");
-
 // Per-row vocabulary stats st (T) and scaled target logits zt (T) of hidden · weightᵀ,
 // computed kVocabChunk columns × kCeRowTile rows at a time, chunks in ascending order.
 // weight is (V, D), or its panel layout (gemm_pack_panels) when panels: the same bits.
@@ -214,6 +210,10 @@ void logprobs_from_hidden(float* out_logprobs, float* out_lse, const float* hidd
 void logprobs_from_hidden_panels(float* out_logprobs, float* out_lse, const float* hidden,
                                  const float* panels, const int64_t* targets, int64_t T, int64_t D,
                                  int64_t V, float inv_temperature) {
+  // Chunk c0 then starts at panel c0 / w, i.e. at float c0 · D.
+  TITAN_CHECK(kVocabChunk % gemm_panel_width() == 0,
+              "logprobs_from_hidden_panels: vocabulary chunks ({}) must start on a GEMM panel ({})",
+              kVocabChunk, gemm_panel_width());
   logprobs_chunked("logprobs_from_hidden_panels", out_logprobs, out_lse, hidden, panels, true,
                    targets, T, D, V, inv_temperature);
 }

@@ -1,7 +1,8 @@
 // Cross-entropy over the vocabulary, fused with the output projection (raw fp32).
 //
 // The fused kernels compute logits = hidden · weightᵀ kVocabChunk columns at a time
-// (and kCeRowTile rows at a time) with gemm_f32, so the full (T, V) logits are never
+// (and kCeRowTile rows at a time) with gemm_f32 (gemm_f32_panels for a repacked weight,
+// the same bits), so the full (T, V) logits are never
 // materialised, and feed each chunk to the vocabulary log-sum-exp algorithm of
 // softmax.h (vocab_chunk_stats + merge_chunk_stats, chunks in ascending order). Since
 // gemm_f32 gives row m the same bits whatever M/N blocking, a row's loss, lse and

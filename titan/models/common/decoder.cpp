@@ -99,23 +99,26 @@ bool Decoder::lm_head_repacked() const {
   return output ? output->repacked() : tok_embeddings->repacked();
 }
 
+const Tensor& Decoder::lm_head() const {
+  return output ? output->weight : tok_embeddings->weight;
+}
+
 Tensor Decoder::lm_head_weight() const {
   TITAN_CHECK(!lm_head_repacked(),
               "Decoder::lm_head_weight: the LM head is repacked for inference "
               "(Decoder::repack_for_decode); use Decoder::logits or Decoder::logprobs");
-  return output ? output->weight : tok_embeddings->weight;
+  return lm_head();
 }
 
 Tensor Decoder::logits(const Tensor& hidden) const {
-  if (output) return output->forward(hidden);
-  const Tensor& w = tok_embeddings->weight;
-  return tok_embeddings->repacked() ? linear_panels(hidden, w, cfg_.vocab_size) : linear(hidden, w);
+  return lm_head_repacked() ? linear_panels(hidden, lm_head(), cfg_.vocab_size)
+                            : linear(hidden, lm_head());
 }
 
 Tensor Decoder::logprobs(const Tensor& hidden, const Tensor& targets, double temperature) const {
-  if (!lm_head_repacked()) return titan::logprobs(hidden, lm_head_weight(), targets, temperature);
-  const Tensor& w = output ? output->weight : tok_embeddings->weight;
-  return logprobs_panels(hidden, w, cfg_.vocab_size, targets, temperature);
+  return lm_head_repacked()
+             ? logprobs_panels(hidden, lm_head(), cfg_.vocab_size, targets, temperature)
+             : titan::logprobs(hidden, lm_head(), targets, temperature);
 }
 
 Tensor Decoder::forward(const ForwardBatch& batch) const {

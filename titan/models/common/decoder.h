@@ -63,6 +63,7 @@ class Decoder : public nn::Module {
   Linear* output = nullptr;  // null when tied
 
  private:
+  const Tensor& lm_head() const;  // the LM head weight in whichever layout it has
   TransformerConfig cfg_;
   RopeCache rope_;
 };

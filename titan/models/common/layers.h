@@ -42,7 +42,6 @@ class Embedding : public nn::Module {
   // LM head (Decoder::repack_for_decode). Idempotent.
   void repack_for_decode();
   bool repacked() const { return repacked_; }
-  int64_t num_embeddings() const { return num_; }
   Tensor weight;
 
  private:
