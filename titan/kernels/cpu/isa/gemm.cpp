@@ -85,8 +85,11 @@ constexpr int64_t kLaneChunk = 64;  // columns per work chunk of run_lanes / run
 constexpr int64_t kPanelKC = 256;
 static_assert(kLaneChunk % NR == 0, "run_panel_rows: column chunks must start on a panel");
 // ... and how far ahead of its reads the first row panel prefetches the weight stream
-// (bytes; at M = 8 on the Zen3 machine the stream ran ~10 % slower without it).
+// (bytes; at M = 8 on the Zen3 machine the stream ran ~10 % slower without it), and the
+// other row panels (12 KiB: +10-12 % at M = 8, 12 and 24 on the qwen3_0.6b layer set vs
+// no prefetch there, docs/benchmarks.md; 8, 16 and 20 KiB gained less).
 constexpr int64_t kPanelAhead = 4096;
+constexpr int64_t kPanelAheadRest = 3 * kPanelAhead;
 
 // kPanelF32: fp32 weights (N, K) repacked by gemm_pack_panels: panel j = columns
 // [j * NR, j * NR + NR) as K rows of NR floats (zero past N), panels back to back; every
@@ -448,14 +451,15 @@ void run_panel_rows(const Problem& p, int64_t T) {
         const bool load_c = p.accumulate || pc > 0;
         const float* bp = panel_at(p, jr, pc);
         // The first row panel streams the chunk from memory, prefetching kPanelAhead
-        // bytes ahead while it lies within B; the others find it in L1.
-        const bool pf =
-            reinterpret_cast<uintptr_t>(bp) + kc * NR * sizeof(float) + kPanelAhead <= b_end;
+        // bytes ahead; the others find it in L1 and keep the stream going, prefetching
+        // kPanelAheadRest bytes ahead (past what the first one asked for). Only within B.
+        const uintptr_t chunk_end = reinterpret_cast<uintptr_t>(bp) + kc * NR * sizeof(float);
         for (int64_t i = 0; i < panels; ++i) {
           float* c = p.C + prow(i) * p.ldc + jr;
           const int rows = static_cast<int>(prow(i + 1) - prow(i));
-          if (i == 0 && pf)
-            kMicroPf[rows - 1](kc, ap + i * kc * MR, bp, NR, c, p.ldc, nv, load_c, kPanelAhead);
+          const int64_t ahead = i == 0 ? kPanelAhead : kPanelAheadRest;
+          if (chunk_end + ahead <= b_end)
+            kMicroPf[rows - 1](kc, ap + i * kc * MR, bp, NR, c, p.ldc, nv, load_c, ahead);
           else
             kMicro[rows - 1](kc, ap + i * kc * MR, bp, NR, c, p.ldc, nv, load_c);
         }
