@@ -14,10 +14,10 @@
 // (sampler.h: Philox keyed by (seed, sample index, position)) and computes the
 // sampled tokens' logprobs with THE logprob function's algorithm on the same logit bits
 // (titan::logprobs, or logprobs_panels once the LM head is repacked; temperature-scaled;
-// temperature 0 uses 1.0). Every kernel is batch
-// invariant, so a request's tokens and logprobs do not depend on which requests
-// share its steps, how its prompt was chunked, or whether it was preempted — and the
-// logprobs equal the trainer's for the same tokens, bitwise.
+// temperature 0 uses 1.0). Every kernel is batch invariant, so a request's tokens and
+// logprobs do not depend on which requests share its steps, how its prompt was
+// chunked, or whether it was preempted — and the logprobs equal the trainer's for the
+// same tokens, bitwise.
 //
 // Bad requests (empty prompt, prompt not shorter than the model's context, token id
 // outside the vocabulary, invalid SamplingParams, a prompt needing more KV blocks

@@ -2,9 +2,9 @@
 //
 // The fused kernels compute logits = hidden · weightᵀ kVocabChunk columns at a time
 // (and kCeRowTile rows at a time) with gemm_f32 (gemm_f32_panels for a repacked weight,
-// the same bits), so the full (T, V) logits are never
-// materialised, and feed each chunk to the vocabulary log-sum-exp algorithm of
-// softmax.h (vocab_chunk_stats + merge_chunk_stats, chunks in ascending order). Since
+// the same bits), so the full (T, V) logits are never materialised, and feed each
+// chunk to the vocabulary log-sum-exp algorithm of softmax.h (vocab_chunk_stats +
+// merge_chunk_stats, chunks in ascending order). Since
 // gemm_f32 gives row m the same bits whatever M/N blocking, a row's loss, lse and
 // logprob have the same bits as logprobs_from_logits on the full gemm_f32 logits, for
 // any row count, row position or thread count (DESIGN.md §1.2).
