@@ -21,15 +21,15 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : out_features_(out) {
   if (has_bias) bias = register_parameter("bias", Tensor::zeros({out}));
 }
 
-Tensor Linear::forward(const Tensor& x) const {
-  return repacked_ ? linear_panels(x, weight, out_features_, bias) : linear(x, weight, bias);
-}
-
-void Linear::repack_for_decode() {
+void PanelRepackable::repack_for_decode() {
   if (repacked_) return;
   weight = repack_linear_weight(weight);
   replace_parameter("weight", weight);
   repacked_ = true;
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  return repacked() ? linear_panels(x, weight, out_features_, bias) : linear(x, weight, bias);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim) : num_(num) {
@@ -37,14 +37,7 @@ Embedding::Embedding(int64_t num, int64_t dim) : num_(num) {
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
-  return repacked_ ? embedding_panels(weight, num_, ids) : embedding(weight, ids);
-}
-
-void Embedding::repack_for_decode() {
-  if (repacked_) return;
-  weight = repack_linear_weight(weight);
-  replace_parameter("weight", weight);
-  repacked_ = true;
+  return repacked() ? embedding_panels(weight, num_, ids) : embedding(weight, ids);
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {

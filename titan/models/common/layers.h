@@ -11,42 +11,46 @@
 
 namespace titan::models {
 
-// y = x Wᵀ (+ b). weight (out, in) f32.
-class Linear : public nn::Module {
+// A module whose `weight` (rows, in) f32, registered by the subclass, the generator's
+// load step can repack for decode.
+class PanelRepackable : public nn::Module {
  public:
-  Linear(int64_t in, int64_t out, bool bias);
-  // x (T, in) -> (T, out): linear(x, weight, bias), or linear_panels once repacked
-  // (the same bits).
-  Tensor forward(const Tensor& x) const;
-  // Inference only (the generator's load step): replaces `weight` (out, in) by its
-  // panel layout (repack_linear_weight: [ceil(out / w), in, w]), also as the registered
-  // parameter, and drops the (out, in) copy. forward then streams each weight panel in
-  // address order at decode; it has no backward, and sync_weights, HF loading and
-  // hf_state_dict refuse the changed shape. Idempotent.
-  void repack_for_decode();
-  bool repacked() const { return repacked_; }
-  Tensor weight, bias;
-
- private:
-  int64_t out_features_;
-  bool repacked_ = false;
-};
-
-class Embedding : public nn::Module {
- public:
-  Embedding(int64_t num, int64_t dim);
-  // ids (T) i32 -> (T, dim): embedding(weight, ids), or embedding_panels once repacked
-  // (the same bits).
-  Tensor forward(const Tensor& ids) const;
-  // Inference only: as Linear::repack_for_decode, for a tied embedding that is also the
-  // LM head (Decoder::repack_for_decode). Idempotent.
+  // Inference only (Decoder::repack_for_decode): replaces `weight` by its panel layout
+  // (repack_linear_weight: [ceil(rows / w), in, w]), also as the registered parameter,
+  // and drops the (rows, in) copy. forward then streams each weight panel in address
+  // order at decode; it has no backward, and sync_weights, HF loading and hf_state_dict
+  // refuse the changed shape. Idempotent.
   void repack_for_decode();
   bool repacked() const { return repacked_; }
   Tensor weight;
 
  private:
-  int64_t num_;
   bool repacked_ = false;
+};
+
+// y = x Wᵀ (+ b). weight (out, in) f32.
+class Linear : public PanelRepackable {
+ public:
+  Linear(int64_t in, int64_t out, bool bias);
+  // x (T, in) -> (T, out): linear(x, weight, bias), or linear_panels once repacked
+  // (the same bits).
+  Tensor forward(const Tensor& x) const;
+  Tensor bias;
+
+ private:
+  int64_t out_features_;
+};
+
+// weight (num, dim) f32; repacked only when it is also the (tied) LM head.
+class Embedding : public PanelRepackable {
+ public:
+  Embedding(int64_t num, int64_t dim);
+  // ids (T) i32 -> (T, dim): embedding(weight, ids), or embedding_panels once repacked
+  // (the same bits).
+  Tensor forward(const Tensor& ids) const;
+
+ private:
+  int64_t num_;
 };
 
 class RMSNorm : public nn::Module {
