@@ -173,6 +173,59 @@ TEST(CrossEntropy, LogitsTwinBackwardMatchesFused) {
   EXPECT_TRUE(test::same_bits(dw.data(), dw_twin.data(), p.V * p.D)) << "dweight across row tiles";
 }
 
+// One pass over the logits (cross_entropy_fwd_bwd) = cross_entropy_fwd then
+// cross_entropy_bwd, bit for bit: one row tile (small V) and several (a vocabulary big
+// enough that kCeFusedScratchBytes holds 958 rows: tiles of 958 + 42), ignored rows,
+// z-loss, a temperature, per-row dloss, either gradient alone.
+TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
+  struct Case {
+    int64_t T, D, V;
+  };
+  for (const Case c : {Case{37, 16, kVocabChunk + 3}, Case{1000, 8, 70000}}) {
+    ASSERT_EQ(c.V == 70000, kCeFusedScratchBytes / (c.V * 4) < c.T)
+        << "the big case has 2 row tiles";
+    const Problem p = make(c.T, c.D, c.V, 21, true);
+    const float zc = 1e-3f, it = 1.0f / 0.7f;
+    const auto dl = randn(p.T, 22);
+    std::vector<float> loss(p.T), lse(p.T), dh(p.T * p.D), dw(p.V * p.D);
+    cross_entropy_fwd(loss.data(), lse.data(), p.h.data(), p.w.data(), p.y.data(), p.T, p.D, p.V,
+                      kIgnore, zc, it);
+    cross_entropy_bwd(dh.data(), dw.data(), dl.data(), p.h.data(), p.w.data(), p.y.data(),
+                      lse.data(), p.T, p.D, p.V, kIgnore, zc, it, false);
+    std::vector<float> loss1(p.T), lse1(p.T), dh1(p.T * p.D), dw1(p.V * p.D, 7.0f);
+    cross_entropy_fwd_bwd(loss1.data(), lse1.data(), dh1.data(), dw1.data(), dl.data(), p.h.data(),
+                          p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it);
+    const std::string v = "V = " + std::to_string(p.V);
+    EXPECT_TRUE(test::same_bits(loss1.data(), loss.data(), p.T)) << v << ": loss";
+    EXPECT_TRUE(test::same_bits(lse1.data(), lse.data(), p.T)) << v << ": lse";
+    EXPECT_TRUE(test::same_bits(dh1.data(), dh.data(), p.T * p.D)) << v << ": dhidden";
+    EXPECT_TRUE(test::same_bits(dw1.data(), dw.data(), p.V * p.D)) << v << ": dweight";
+    std::vector<float> dh2(p.T * p.D), dw2(p.V * p.D, 7.0f);
+    cross_entropy_fwd_bwd(loss1.data(), nullptr, dh2.data(), nullptr, dl.data(), p.h.data(),
+                          p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it);
+    cross_entropy_fwd_bwd(loss1.data(), nullptr, nullptr, dw2.data(), dl.data(), p.h.data(),
+                          p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it);
+    EXPECT_TRUE(test::same_bits(dh2.data(), dh.data(), p.T * p.D)) << v << ": dhidden alone";
+    EXPECT_TRUE(test::same_bits(dw2.data(), dw.data(), p.V * p.D)) << v << ": dweight alone";
+  }
+  // The checks of both halves, under this name.
+  std::vector<float> x(4), h(4, 0.0f), w(8, 0.0f), d(2, 1.0f);
+  const std::vector<int64_t> bad{0, 4};
+  try {
+    cross_entropy_fwd_bwd(x.data(), nullptr, x.data(), nullptr, d.data(), h.data(), w.data(),
+                          bad.data(), 2, 2, 4, kIgnore, 0.0f, 1.0f);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("cross_entropy_fwd_bwd: targets[1] = 4 is outside [0, V = 4)"),
+        std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(cross_entropy_fwd_bwd(x.data(), nullptr, nullptr, nullptr, nullptr, h.data(),
+                                     w.data(), bad.data(), 1, 2, 4, kIgnore, 0.0f, 1.0f),
+               Error);  // dloss null
+}
+
 TEST(CrossEntropy, RowsAreBatchInvariant) {
   const Problem p = make(257, 16, kVocabChunk + 37, 17, true);
   auto dl = randn(p.T, 18);

@@ -7,8 +7,10 @@
 
 #include "tests/util/torch_ref.h"
 #include "titan/autograd/node.h"
+#include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
 #include "titan/ops/matmul.h"
+#include "titan/ops/reduce.h"
 
 namespace titan {
 namespace {
@@ -136,6 +138,51 @@ TEST(Loss, LogprobsPanelsEqualsLogprobs) {
     EXPECT_NE(std::string(e.what()).find("logprobs_panels: no backward"), std::string::npos)
         << e.what();
   }
+}
+
+// expected_grad: the gradients computed with the forward are the recomputing backward's,
+// bit for bit, and are used only when the upstream gradient is that value; any other
+// upstream value still gets the right gradients (recomputed, and counted).
+TEST(Loss, ExpectedGradGivesTheSameGradientsAndFallsBack) {
+  const int64_t T = 29, D = 12, V = 4099;
+  const Tensor h0 = randn({T, D}, 61), w0 = scale(randn({V, D}, 62), 0.3);
+  const Tensor y = targets_with_ignored(T, V, 63, DType::i64);
+  // Gradients of scale(loss, s) for hint `hint`; recomputes counted across the backward.
+  auto grads = [&](Reduction red, double hint, double s, int64_t* recomputes) {
+    Tensor h = h0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    Tensor l = linear_cross_entropy(h, w, y, -100, 1e-3, red, hint);
+    const int64_t before = linear_cross_entropy_recomputes();
+    (red == Reduction::none ? sum(scale(l, s)) : scale(l, s)).backward();
+    *recomputes = linear_cross_entropy_recomputes() - before;
+    return std::pair{h.grad(), w.grad()};
+  };
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.numel() == b.numel() &&
+           std::memcmp(a.data<float>(), b.data<float>(), a.numel() * 4) == 0;
+  };
+  for (Reduction red : {Reduction::sum, Reduction::none, Reduction::mean}) {
+    for (double s : {1.0 / 23.0, 0.5}) {
+      int64_t n_ref = 0, n_hint = 0, n_other = 0;
+      const auto ref = grads(red, 0.0, s, &n_ref);
+      const auto hinted = grads(red, s, s, &n_hint);
+      const auto other = grads(red, s * 3, s, &n_other);  // the upstream is not the hint
+      EXPECT_EQ(n_ref, 1);
+      EXPECT_EQ(n_hint, red == Reduction::mean ? 1 : 0) << red_name(red);  // mean: no eager pass
+      EXPECT_EQ(n_other, 1) << red_name(red);
+      for (const auto* g : {&hinted, &other}) {
+        EXPECT_TRUE(same(g->first, ref.first)) << red_name(red) << " s = " << s << ": dhidden";
+        EXPECT_TRUE(same(g->second, ref.second)) << red_name(red) << " s = " << s << ": dweight";
+      }
+    }
+  }
+  // Only one input needing grad; the forward value does not depend on the hint.
+  Tensor h = h0.clone().requires_grad_();
+  Tensor l = linear_cross_entropy(h, w0, y, -100, 0.0, Reduction::sum, 0.25);
+  EXPECT_EQ(l.item<float>(),
+            linear_cross_entropy(h0, w0, y, -100, 0.0, Reduction::sum).item<float>());
+  scale(l, 0.25).backward();
+  EXPECT_TRUE(h.grad().defined());
+  EXPECT_THROW(linear_cross_entropy(h0, w0, y, -100, 0.0, Reduction::sum, -1.0), Error);
 }
 
 TEST(Loss, AllIgnoredMeanIsNaNAndSumIsZero) {

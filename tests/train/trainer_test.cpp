@@ -14,6 +14,8 @@
 //     model whose logits equal the trainer's bit for bit;
 //   - training.activation_checkpoint=full gives the same bits as none, in less memory;
 //   - the step-0 validation loss of the shakespeare_char recipe's init is near ln V.
+#include "titan/train/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,8 +26,8 @@
 #include "titan/checkpoint/hf_config.h"
 #include "titan/data/byte_tokenizer.h"
 #include "titan/models/family.h"
+#include "titan/ops/loss.h"
 #include "titan/train/metrics.h"
-#include "titan/train/trainer.h"
 
 using namespace titan;
 using namespace titan::test;
@@ -254,10 +256,13 @@ TEST(TrainerExport, HuggingFaceExportLoadsToTheSameLogits) {
 
 TEST(TrainerActivationCheckpoint, FullRecomputeEqualsNone) {
   // Recomputing each layer in backward gives the same bits: losses and weights of
-  // 4 steps with training.activation_checkpoint=full equal those without.
+  // 4 steps with training.activation_checkpoint=full equal those without. Neither run
+  // recomputes the LM head's logits in the backward: the trainer's loss backward comes
+  // with its forward (linear_cross_entropy's expected_grad = 1 / tokens matches).
   std::map<std::string, std::vector<float>> w[2];
   std::map<int64_t, double> l[2];
   double step_mem[2] = {0, 0};
+  const int64_t ce_recomputes = linear_cross_entropy_recomputes();
   for (int i = 0; i < 2; ++i) {
     const std::string dump = fresh_dir(std::string("ac") + (i ? "full" : "none"));
     train::Trainer t(debug_job(dump, {"--training.steps=4", "--validation.enabled=false",
@@ -270,6 +275,7 @@ TEST(TrainerActivationCheckpoint, FullRecomputeEqualsNone) {
     fs::remove_all(dump);
   }
   expect_same_weights(w[0], w[1]);
+  EXPECT_EQ(linear_cross_entropy_recomputes(), ce_recomputes);
   ASSERT_EQ(l[0].size(), 4u);
   for (const auto& [step, loss] : l[0]) EXPECT_TRUE(same_bits(loss, l[1].at(step))) << "step " << step;
   EXPECT_LT(step_mem[1], step_mem[0]);  // fewer activations kept between forward and backward

@@ -1,7 +1,11 @@
 // cross_entropy / linear_cross_entropy / logprobs over kernels/cpu/loss.h + composed twins.
 #include "titan/ops/loss.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <memory>
 
 #include "titan/kernels/cpu/loss.h"
 #include "titan/ops/elementwise.h"
@@ -102,31 +106,72 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   return reduce_rows(rows, y, ignore_index, reduction);
 }
 
+namespace {
+std::atomic<int64_t> g_ce_recomputes{0};
+}  // namespace
+
+int64_t linear_cross_entropy_recomputes() {
+  return g_ce_recomputes.load(std::memory_order_relaxed);
+}
+
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
-                            int64_t ignore_index, double z_loss, Reduction reduction) {
+                            int64_t ignore_index, double z_loss, Reduction reduction,
+                            double expected_grad) {
   const Dims d = check_hidden_weight("linear_cross_entropy", hidden, weight);
   check_scalars("linear_cross_entropy", z_loss, 1.0);
+  TITAN_CHECK(std::isfinite(expected_grad) && expected_grad >= 0,
+              "linear_cross_entropy: expected_grad must be finite and >= 0, got {}", expected_grad);
   Tensor y = check_targets("linear_cross_entropy", targets, d.T, d.V, ignore_index);
   Tensor hc = contig(hidden), wc = contig_f32(weight);
   Tensor rows = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
   const float z = static_cast<float>(z_loss);
-  kc::cross_entropy_fwd(rows.data<float>(), lse.data<float>(), hc.data<float>(), wc.data<float>(),
-                        y.data<int64_t>(), d.T, d.D, d.V, ignore_index, z, 1.0f);
-  if (needs_grad({&hidden, &weight})) {
-    const bool gh = hidden.requires_grad(), gw = weight.requires_grad();
-    record_fn("LinearCrossEntropy", {hidden, weight}, {rows},
-              [hc = hc.detach(), wc = wc.detach(), y, lse, d, ignore_index, z, gh,
-               gw](const std::vector<Tensor>& g) {
-                Tensor gc = contig(g[0]);
-                Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
-                Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
-                kc::cross_entropy_bwd(gh ? dh.data<float>() : nullptr, gw ? dw.data<float>() : nullptr,
-                                      gc.data<float>(), hc.data<float>(), wc.data<float>(),
-                                      y.data<int64_t>(), lse.data<float>(), d.T, d.D, d.V,
-                                      ignore_index, z, 1.0f, false);
-                return std::vector<Tensor>{dh, dw};
-              });
+  const bool gh = hidden.requires_grad(), gw = weight.requires_grad();
+  if (!needs_grad({&hidden, &weight})) {
+    kc::cross_entropy_fwd(rows.data<float>(), lse.data<float>(), hc.data<float>(), wc.data<float>(),
+                          y.data<int64_t>(), d.T, d.D, d.V, ignore_index, z, 1.0f);
+    return reduce_rows(rows, y, ignore_index, reduction);
   }
+  // The gradients for the expected upstream value, computed with the forward (or none).
+  struct Eager {
+    float grad;
+    Tensor dh, dw;
+  };
+  std::shared_ptr<Eager> eager;
+  if (expected_grad > 0 && reduction != Reduction::mean) {
+    eager = std::make_shared<Eager>(Eager{static_cast<float>(expected_grad),
+                                          gh ? Tensor::empty({d.T, d.D}) : Tensor(),
+                                          gw ? Tensor::empty({d.V, d.D}) : Tensor()});
+    const std::vector<float> dloss(static_cast<size_t>(d.T), eager->grad);
+    kc::cross_entropy_fwd_bwd(
+        rows.data<float>(), lse.data<float>(), gh ? eager->dh.data<float>() : nullptr,
+        gw ? eager->dw.data<float>() : nullptr, dloss.data(), hc.data<float>(), wc.data<float>(),
+        y.data<int64_t>(), d.T, d.D, d.V, ignore_index, z, 1.0f);
+  } else {
+    kc::cross_entropy_fwd(rows.data<float>(), lse.data<float>(), hc.data<float>(), wc.data<float>(),
+                          y.data<int64_t>(), d.T, d.D, d.V, ignore_index, z, 1.0f);
+  }
+  record_fn("LinearCrossEntropy", {hidden, weight}, {rows},
+            [hc = hc.detach(), wc = wc.detach(), y, lse, d, ignore_index, z, gh, gw,
+             eager](const std::vector<Tensor>& g) mutable {
+              Tensor gc = contig(g[0]);
+              if (eager) {  // handed out once: the caller may accumulate into them
+                const float* p = gc.data<float>();
+                const bool match = std::all_of(p, p + d.T, [&](float v) {
+                  return std::memcmp(&v, &eager->grad, sizeof(float)) == 0;
+                });
+                std::vector<Tensor> out{eager->dh, eager->dw};
+                eager.reset();
+                if (match) return out;
+              }
+              g_ce_recomputes.fetch_add(1, std::memory_order_relaxed);
+              Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
+              Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
+              kc::cross_entropy_bwd(gh ? dh.data<float>() : nullptr,
+                                    gw ? dw.data<float>() : nullptr, gc.data<float>(),
+                                    hc.data<float>(), wc.data<float>(), y.data<int64_t>(),
+                                    lse.data<float>(), d.T, d.D, d.V, ignore_index, z, 1.0f, false);
+              return std::vector<Tensor>{dh, dw};
+            });
   return reduce_rows(rows, y, ignore_index, reduction);
 }
 

@@ -28,9 +28,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // cross_entropy(linear(hidden, weight), ...) fused and chunked over the vocabulary
 // (kernels/cpu/loss.h): the (T, V) logits are never materialised, in forward or
 // backward. hidden (T, D), weight (V, D). Gradients to hidden and weight.
+// expected_grad > 0 (reduction sum or none, a gradient needed): the backward for an
+// upstream gradient of exactly float(expected_grad) per row (the trainer: a summed loss
+// scaled by 1 / tokens, so every row gets float(1 / tokens)) is computed during the
+// forward, in one pass over the logits (kernels::cpu::cross_entropy_fwd_bwd), instead
+// of recomputing the logits in the backward: one of the LM head's four GEMMs saved.
+// The backward returns those gradients when every upstream value equals it bitwise,
+// and otherwise recomputes as without the hint (counted by
+// linear_cross_entropy_recomputes); the bits are the same either way. Ignored for
+// Reduction::mean. Errors: expected_grad < 0 or not finite.
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                             int64_t ignore_index = -100, double z_loss = 0.0,
-                            Reduction reduction = Reduction::mean);
+                            Reduction reduction = Reduction::mean, double expected_grad = 0.0);
+// Backwards of linear_cross_entropy (this process) that recomputed the logits.
+int64_t linear_cross_entropy_recomputes();
 
 // THE logprob function: out (T) = log_softmax(hidden · weightᵀ / temperature)[t, targets[t]],
 // fused and chunked like linear_cross_entropy; targets in [0, V). Used by the RL trainer

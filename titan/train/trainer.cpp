@@ -207,9 +207,12 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   tokens = 0;
   for (auto& b : micro) {
     Tensor hidden = model_->forward(b.input);
-    Tensor l = linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum);
+    // The backward below sends float(1 / valid) to every row: computed with the forward.
+    const double inv_valid = 1.0 / static_cast<double>(valid);
+    Tensor l = linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0,
+                                    Reduction::sum, /*expected_grad=*/inv_valid);
     loss_sum += l.item<double>();
-    scale(l, 1.0 / static_cast<double>(valid)).backward();
+    scale(l, inv_valid).backward();
     tokens += b.num_tokens();
   }
   auto refs = opt_->param_refs();

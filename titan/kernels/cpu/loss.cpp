@@ -178,6 +178,58 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
                     z_loss_coef, inv_temperature, accumulate_dweight);
 }
 
+void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
+                           const float* dloss, const float* hidden, const float* weight,
+                           const int64_t* targets, int64_t T, int64_t D, int64_t V,
+                           int64_t ignore_index, float z_loss_coef, float inv_temperature) {
+  const Checks ck{"cross_entropy_fwd_bwd"};
+  ck.sizes(T, D, V);
+  ck.ptr("loss_per_row", loss_per_row, T);
+  ck.ptr("dloss", dloss, T);
+  ck.ptr("hidden", hidden, T);
+  ck.ptr("weight", weight, T);
+  ck.ptr("targets", targets, T);
+  ck.scalars(z_loss_coef, inv_temperature);
+  ck.targets(targets, T, V, ignore_index);
+  if (dweight)
+    parallel_for_grain(V, 64, [&](int64_t v0, int64_t v1) {
+      std::memset(dweight + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
+    });
+  if (T == 0) return;
+  const int64_t R = std::clamp<int64_t>(kCeFusedScratchBytes / (V * int64_t{sizeof(float)}), 1,
+                                        std::min(T, kCeRowTile));
+  std::unique_ptr<float[]> buf(new float[R * V]);  // the tile's logits, then its gradient
+  std::vector<VocabStats> st(static_cast<size_t>(R));
+  std::vector<float> zt(static_cast<size_t>(R)), tile_lse(static_cast<size_t>(R));
+  for (int64_t r0 = 0; r0 < T; r0 += R) {
+    const int64_t rows = std::min(R, T - r0);
+    const float* h = hidden + r0 * D;
+    std::fill(zt.begin(), zt.end(), 0.0f);
+    for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {  // chunked_stats, one row tile
+      const int64_t n = std::min(kVocabChunk, V - c0);
+      gemm_f32(rows, n, D, h, D, weight + c0 * D, D, /*b_trans=*/true, buf.get() + c0, V,
+               /*accumulate=*/false);
+      TITAN_DISPATCH(ce_tile_stats, st.data(), zt.data(), buf.get() + c0, V, rows, c0, n,
+                     targets + r0, inv_temperature, c0 == 0);
+    }
+    finish_loss(loss_per_row + r0, tile_lse.data(), st.data(), zt.data(), targets + r0, rows,
+                ignore_index, z_loss_coef);
+    if (lse) std::copy(tile_lse.begin(), tile_lse.begin() + rows, lse + r0);
+    for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {  // cross_entropy_bwd, one row tile
+      const int64_t n = std::min(kVocabChunk, V - c0);
+      const float* wc = weight + c0 * D;
+      float* g = buf.get() + c0;
+      TITAN_DISPATCH(ce_tile_grad, g, V, g, V, rows, c0, n, targets + r0, tile_lse.data(),
+                     dloss + r0, ignore_index, z_loss_coef, inv_temperature);
+      if (dhidden)  // dhidden(rows, D) (+)= g(rows, n) · W_c(n, D), chunks in order
+        gemm_f32(rows, D, n, g, V, wc, D, /*b_trans=*/false, dhidden + r0 * D, D,
+                 /*accumulate=*/c0 > 0);
+      if (dweight)  // dW_c(n, D) += g(rows, n)ᵀ · h(rows, D), tiles in order
+        gemm_f32_tn(n, D, rows, g, V, h, D, dweight + c0 * D, D, /*accumulate=*/true);
+    }
+  }
+}
+
 namespace {
 void logprobs_chunked(const char* fn, float* out_logprobs, float* out_lse, const float* hidden,
                       const float* weight, bool panels, const int64_t* targets, int64_t T,

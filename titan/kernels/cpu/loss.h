@@ -54,6 +54,21 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
                        int64_t D, int64_t V, int64_t ignore_index, float z_loss_coef,
                        float inv_temperature, bool accumulate_dweight);
 
+// Fused forward AND backward in one pass over the logits, for a dloss (T) known before
+// the forward (e.g. the trainer's 1 / tokens with a summed loss): the outputs of
+// cross_entropy_fwd (loss_per_row, lse) and of cross_entropy_bwd (dhidden, dweight
+// overwritten; either may be null), with the same bits, while the logits are computed
+// once instead of twice (the backward above recomputes them: one of the LM head's four
+// GEMMs, 1/4 of its FLOPs). Row tiles of kCeFusedScratchBytes / (4 V) rows keep the
+// whole tile's logits (every chunk) until its lse is known; the chains of dhidden (over
+// chunks) and dweight (over rows, across tiles) keep their order, so the tile size
+// changes no bit. Errors as cross_entropy_fwd / cross_entropy_bwd.
+inline constexpr int64_t kCeFusedScratchBytes = int64_t{64} << 20;
+void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
+                           const float* dloss, const float* hidden, const float* weight,
+                           const int64_t* targets, int64_t T, int64_t D, int64_t V,
+                           int64_t ignore_index, float z_loss_coef, float inv_temperature);
+
 // Log-probabilities of targets from hidden states through the same chunk path:
 // out_logprobs (T), out_lse (T) (may be null). Same bits as gemm_f32 full logits +
 // logprobs_from_logits. targets in [0, V).
