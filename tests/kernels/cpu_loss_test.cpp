@@ -174,16 +174,16 @@ TEST(CrossEntropy, LogitsTwinBackwardMatchesFused) {
 }
 
 // One pass over the logits (cross_entropy_fwd_bwd) = cross_entropy_fwd then
-// cross_entropy_bwd, bit for bit: one row tile (small V) and several (a vocabulary big
-// enough that kCeFusedScratchBytes holds 958 rows: tiles of 958 + 42), ignored rows,
-// z-loss, a temperature, per-row dloss, either gradient alone.
+// cross_entropy_bwd, bit for bit: one row tile (small V) and several (V = 70000: tiles
+// of kCeFusedMinRows rows and a shorter last one), ignored rows, z-loss, a temperature,
+// per-row dloss, either gradient alone, outputs that held garbage, T = 0.
 TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
   struct Case {
     int64_t T, D, V;
   };
   for (const Case c : {Case{37, 16, kVocabChunk + 3}, Case{1000, 8, 70000}}) {
-    ASSERT_EQ(c.V == 70000, kCeFusedScratchBytes / (c.V * 4) < c.T)
-        << "the big case has 2 row tiles";
+    const int64_t R = cross_entropy_fused_tile_rows(c.T, c.V);
+    ASSERT_EQ(R, c.V == 70000 ? kCeFusedMinRows : c.T);
     const Problem p = make(c.T, c.D, c.V, 21, true);
     const float zc = 1e-3f, it = 1.0f / 0.7f;
     const auto dl = randn(p.T, 22);
@@ -192,7 +192,7 @@ TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
                       kIgnore, zc, it);
     cross_entropy_bwd(dh.data(), dw.data(), dl.data(), p.h.data(), p.w.data(), p.y.data(),
                       lse.data(), p.T, p.D, p.V, kIgnore, zc, it, false);
-    std::vector<float> loss1(p.T), lse1(p.T), dh1(p.T * p.D), dw1(p.V * p.D, 7.0f);
+    std::vector<float> loss1(p.T), lse1(p.T), dh1(p.T * p.D, 7.0f), dw1(p.V * p.D, 7.0f);
     cross_entropy_fwd_bwd(loss1.data(), lse1.data(), dh1.data(), dw1.data(), dl.data(), p.h.data(),
                           p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it);
     const std::string v = "V = " + std::to_string(p.V);
@@ -200,7 +200,7 @@ TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
     EXPECT_TRUE(test::same_bits(lse1.data(), lse.data(), p.T)) << v << ": lse";
     EXPECT_TRUE(test::same_bits(dh1.data(), dh.data(), p.T * p.D)) << v << ": dhidden";
     EXPECT_TRUE(test::same_bits(dw1.data(), dw.data(), p.V * p.D)) << v << ": dweight";
-    std::vector<float> dh2(p.T * p.D), dw2(p.V * p.D, 7.0f);
+    std::vector<float> dh2(p.T * p.D, 7.0f), dw2(p.V * p.D, 7.0f);
     cross_entropy_fwd_bwd(loss1.data(), nullptr, dh2.data(), nullptr, dl.data(), p.h.data(),
                           p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it);
     cross_entropy_fwd_bwd(loss1.data(), nullptr, nullptr, dw2.data(), dl.data(), p.h.data(),
@@ -208,6 +208,13 @@ TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
     EXPECT_TRUE(test::same_bits(dh2.data(), dh.data(), p.T * p.D)) << v << ": dhidden alone";
     EXPECT_TRUE(test::same_bits(dw2.data(), dw.data(), p.V * p.D)) << v << ": dweight alone";
   }
+  std::vector<float> dw0(5 * 3, 7.0f);  // T = 0: dweight comes back zero
+  cross_entropy_fwd_bwd(nullptr, nullptr, nullptr, dw0.data(), nullptr, nullptr, dw0.data(),
+                        nullptr, 0, 3, 5, kIgnore, 0.0f, 1.0f);
+  for (float v : dw0) EXPECT_EQ(v, 0.0f);
+  EXPECT_EQ(cross_entropy_fused_tile_rows(5000, 151936), kCeFusedMinRows);
+  EXPECT_EQ(cross_entropy_fused_tile_rows(5000, 259), kCeRowTile);
+  EXPECT_EQ(cross_entropy_fused_tile_rows(3, 32000), 3);
   // The checks of both halves, under this name.
   std::vector<float> x(4), h(4, 0.0f), w(8, 0.0f), d(2, 1.0f);
   const std::vector<int64_t> bad{0, 4};

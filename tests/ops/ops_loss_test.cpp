@@ -175,14 +175,44 @@ TEST(Loss, ExpectedGradGivesTheSameGradientsAndFallsBack) {
       }
     }
   }
-  // Only one input needing grad; the forward value does not depend on the hint.
-  Tensor h = h0.clone().requires_grad_();
-  Tensor l = linear_cross_entropy(h, w0, y, -100, 0.0, Reduction::sum, 0.25);
-  EXPECT_EQ(l.item<float>(),
-            linear_cross_entropy(h0, w0, y, -100, 0.0, Reduction::sum).item<float>());
-  scale(l, 0.25).backward();
-  EXPECT_TRUE(h.grad().defined());
+  // Reduction::none, upstream = the hint on every row but the last: recomputed, right.
+  {
+    std::vector<float> wv(T, 0.5f);
+    wv.back() = 0.25f;
+    const Tensor rw = Tensor::from_vector(wv, {T});
+    Tensor grads[2][2];
+    int64_t recomputes = 0;
+    for (int i = 0; i < 2; ++i) {
+      Tensor h = h0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+      const int64_t before = linear_cross_entropy_recomputes();
+      sum(mul(linear_cross_entropy(h, w, y, -100, 1e-3, Reduction::none, i ? 0.5 : 0.0), rw))
+          .backward();
+      recomputes += linear_cross_entropy_recomputes() - before;
+      grads[i][0] = h.grad();
+      grads[i][1] = w.grad();
+    }
+    EXPECT_EQ(recomputes, 2);
+    EXPECT_TRUE(same(grads[1][0], grads[0][0]) && same(grads[1][1], grads[0][1]));
+  }
+  // Only hidden needing grad, and a bf16 weight; the forward value does not depend on
+  // the hint; no eager pass without grad mode.
+  for (const Tensor& w : {w0, w0.to(DType::bf16)}) {
+    Tensor h = h0.clone().requires_grad_(), h_ref = h0.clone().requires_grad_();
+    Tensor l = linear_cross_entropy(h, w, y, -100, 0.0, Reduction::sum, 0.25);
+    Tensor l_ref = linear_cross_entropy(h_ref, w, y, -100, 0.0, Reduction::sum);
+    EXPECT_EQ(l.item<float>(), l_ref.item<float>());
+    const int64_t before = linear_cross_entropy_recomputes();
+    scale(l, 0.25).backward();
+    EXPECT_EQ(linear_cross_entropy_recomputes(), before);
+    scale(l_ref, 0.25).backward();
+    EXPECT_TRUE(same(h.grad(), h_ref.grad()));
+    autograd::NoGradGuard ng;
+    EXPECT_EQ(linear_cross_entropy(h, w, y, -100, 0.0, Reduction::sum, 0.25).item<float>(),
+              l_ref.item<float>());
+  }
   EXPECT_THROW(linear_cross_entropy(h0, w0, y, -100, 0.0, Reduction::sum, -1.0), Error);
+  EXPECT_THROW(linear_cross_entropy(h0, w0, y, -100, 0.0, Reduction::sum, 1e-50),
+               Error);  // float 0
 }
 
 TEST(Loss, AllIgnoredMeanIsNaNAndSumIsZero) {

@@ -119,8 +119,10 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
                             double expected_grad) {
   const Dims d = check_hidden_weight("linear_cross_entropy", hidden, weight);
   check_scalars("linear_cross_entropy", z_loss, 1.0);
-  TITAN_CHECK(std::isfinite(expected_grad) && expected_grad >= 0,
-              "linear_cross_entropy: expected_grad must be finite and >= 0, got {}", expected_grad);
+  TITAN_CHECK(expected_grad == 0 || (std::isfinite(static_cast<float>(expected_grad)) &&
+                                     static_cast<float>(expected_grad) > 0),
+              "linear_cross_entropy: expected_grad must be 0 or a finite float > 0, got {}",
+              expected_grad);
   Tensor y = check_targets("linear_cross_entropy", targets, d.T, d.V, ignore_index);
   Tensor hc = contig(hidden), wc = contig_f32(weight);
   Tensor rows = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
@@ -154,7 +156,7 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
             [hc = hc.detach(), wc = wc.detach(), y, lse, d, ignore_index, z, gh, gw,
              eager](const std::vector<Tensor>& g) mutable {
               Tensor gc = contig(g[0]);
-              if (eager) {  // handed out once: the caller may accumulate into them
+              if (eager) {  // used once: a second backward finds the graph freed
                 const float* p = gc.data<float>();
                 const bool match = std::all_of(p, p + d.T, [&](float v) {
                   return std::memcmp(&v, &eager->grad, sizeof(float)) == 0;

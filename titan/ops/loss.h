@@ -36,7 +36,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // The backward returns those gradients when every upstream value equals it bitwise,
 // and otherwise recomputes as without the hint (counted by
 // linear_cross_entropy_recomputes); the bits are the same either way. Ignored for
-// Reduction::mean. Errors: expected_grad < 0 or not finite.
+// Reduction::mean. Errors: expected_grad not 0 and not a finite float > 0.
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                             int64_t ignore_index = -100, double z_loss = 0.0,
                             Reduction reduction = Reduction::mean, double expected_grad = 0.0);

@@ -178,6 +178,12 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
                     z_loss_coef, inv_temperature, accumulate_dweight);
 }
 
+int64_t cross_entropy_fused_tile_rows(int64_t T, int64_t V) {
+  const int64_t by_budget =
+      kCeFusedScratchBytes / (std::max<int64_t>(V, 1) * int64_t{sizeof(float)});
+  return std::max<int64_t>(1, std::min({std::max(by_budget, kCeFusedMinRows), T, kCeRowTile}));
+}
+
 void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
                            const float* dloss, const float* hidden, const float* weight,
                            const int64_t* targets, int64_t T, int64_t D, int64_t V,
@@ -196,8 +202,7 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
       std::memset(dweight + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
     });
   if (T == 0) return;
-  const int64_t R = std::clamp<int64_t>(kCeFusedScratchBytes / (V * int64_t{sizeof(float)}), 1,
-                                        std::min(T, kCeRowTile));
+  const int64_t R = cross_entropy_fused_tile_rows(T, V);
   std::unique_ptr<float[]> buf(new float[R * V]);  // the tile's logits, then its gradient
   std::vector<VocabStats> st(static_cast<size_t>(R));
   std::vector<float> zt(static_cast<size_t>(R)), tile_lse(static_cast<size_t>(R));

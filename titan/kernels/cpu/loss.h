@@ -59,11 +59,18 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
 // cross_entropy_fwd (loss_per_row, lse) and of cross_entropy_bwd (dhidden, dweight
 // overwritten; either may be null), with the same bits, while the logits are computed
 // once instead of twice (the backward above recomputes them: one of the LM head's four
-// GEMMs, 1/4 of its FLOPs). Row tiles of kCeFusedScratchBytes / (4 V) rows keep the
-// whole tile's logits (every chunk) until its lse is known; the chains of dhidden (over
-// chunks) and dweight (over rows, across tiles) keep their order, so the tile size
-// changes no bit. Errors as cross_entropy_fwd / cross_entropy_bwd.
+// GEMMs, 1/4 of its FLOPs). A row tile (cross_entropy_fused_tile_rows rows) keeps its
+// logits for the whole vocabulary until its lse is known: scratch of rows × V floats.
+// The chains of dhidden (over chunks) and dweight (over rows, across tiles) keep their
+// order, so the tile size changes no bit. Errors as cross_entropy_fwd / cross_entropy_bwd.
+// Tile rows: kCeFusedScratchBytes / (4 V), but at least kCeFusedMinRows and at most
+// min(T, kCeRowTile); >= 1. Fewer rows reread and rewrite all of dweight (V × D) too
+// often: at V = 151936, D = 1024, T = 1024, 2 threads, against the two passes, tiles of
+// 110 rows ran at 0.90-0.94x, 256 at 1.02-1.15x, 512 at 1.18-1.32x (scratch 311 MB),
+// 1024 at 1.14-1.22x (docs/benchmarks.md, Training, Session 7).
 inline constexpr int64_t kCeFusedScratchBytes = int64_t{64} << 20;
+inline constexpr int64_t kCeFusedMinRows = 512;
+int64_t cross_entropy_fused_tile_rows(int64_t T, int64_t V);
 void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
                            const float* dloss, const float* hidden, const float* weight,
                            const int64_t* targets, int64_t T, int64_t D, int64_t V,
