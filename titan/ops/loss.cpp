@@ -127,19 +127,15 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
   Tensor hc = contig(hidden), wc = contig_f32(weight);
   Tensor rows = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
   const float z = static_cast<float>(z_loss);
+  const bool grad = needs_grad({&hidden, &weight});
   const bool gh = hidden.requires_grad(), gw = weight.requires_grad();
-  if (!needs_grad({&hidden, &weight})) {
-    kc::cross_entropy_fwd(rows.data<float>(), lse.data<float>(), hc.data<float>(), wc.data<float>(),
-                          y.data<int64_t>(), d.T, d.D, d.V, ignore_index, z, 1.0f);
-    return reduce_rows(rows, y, ignore_index, reduction);
-  }
   // The gradients for the expected upstream value, computed with the forward (or none).
   struct Eager {
     float grad;
     Tensor dh, dw;
   };
   std::shared_ptr<Eager> eager;
-  if (expected_grad > 0 && reduction != Reduction::mean) {
+  if (grad && expected_grad > 0 && reduction != Reduction::mean) {
     eager = std::make_shared<Eager>(Eager{static_cast<float>(expected_grad),
                                           gh ? Tensor::empty({d.T, d.D}) : Tensor(),
                                           gw ? Tensor::empty({d.V, d.D}) : Tensor()});
@@ -152,28 +148,29 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
     kc::cross_entropy_fwd(rows.data<float>(), lse.data<float>(), hc.data<float>(), wc.data<float>(),
                           y.data<int64_t>(), d.T, d.D, d.V, ignore_index, z, 1.0f);
   }
-  record_fn("LinearCrossEntropy", {hidden, weight}, {rows},
-            [hc = hc.detach(), wc = wc.detach(), y, lse, d, ignore_index, z, gh, gw,
-             eager](const std::vector<Tensor>& g) mutable {
-              Tensor gc = contig(g[0]);
-              if (eager) {  // used once: a second backward finds the graph freed
-                const float* p = gc.data<float>();
-                const bool match = std::all_of(p, p + d.T, [&](float v) {
-                  return std::memcmp(&v, &eager->grad, sizeof(float)) == 0;
-                });
-                std::vector<Tensor> out{eager->dh, eager->dw};
-                eager.reset();
-                if (match) return out;
-              }
-              g_ce_recomputes.fetch_add(1, std::memory_order_relaxed);
-              Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
-              Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
-              kc::cross_entropy_bwd(gh ? dh.data<float>() : nullptr,
-                                    gw ? dw.data<float>() : nullptr, gc.data<float>(),
-                                    hc.data<float>(), wc.data<float>(), y.data<int64_t>(),
-                                    lse.data<float>(), d.T, d.D, d.V, ignore_index, z, 1.0f, false);
-              return std::vector<Tensor>{dh, dw};
-            });
+  if (grad)
+    record_fn("LinearCrossEntropy", {hidden, weight}, {rows},
+              [hc = hc.detach(), wc = wc.detach(), y, lse, d, ignore_index, z, gh, gw,
+               eager](const std::vector<Tensor>& g) mutable {
+                Tensor gc = contig(g[0]);
+                if (eager) {  // used once: a second backward finds the graph freed
+                  const float* p = gc.data<float>();
+                  const bool match = std::all_of(p, p + d.T, [&](float v) {
+                    return std::memcmp(&v, &eager->grad, sizeof(float)) == 0;
+                  });
+                  std::vector<Tensor> out{eager->dh, eager->dw};
+                  eager.reset();
+                  if (match) return out;
+                }
+                g_ce_recomputes.fetch_add(1, std::memory_order_relaxed);
+                Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
+                Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
+                kc::cross_entropy_bwd(
+                    gh ? dh.data<float>() : nullptr, gw ? dw.data<float>() : nullptr,
+                    gc.data<float>(), hc.data<float>(), wc.data<float>(), y.data<int64_t>(),
+                    lse.data<float>(), d.T, d.D, d.V, ignore_index, z, 1.0f, false);
+                return std::vector<Tensor>{dh, dw};
+              });
   return reduce_rows(rows, y, ignore_index, reduction);
 }
 
@@ -196,10 +193,10 @@ Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& target
                 Tensor ng = neg(g[0]);
                 Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
                 Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
-                kc::cross_entropy_bwd(gh ? dh.data<float>() : nullptr, gw ? dw.data<float>() : nullptr,
-                                      ng.data<float>(), hc.data<float>(), wc.data<float>(),
-                                      y.data<int64_t>(), lse.data<float>(), d.T, d.D, d.V, kNoIgnore,
-                                      0.0f, inv_t, false);
+                kc::cross_entropy_bwd(
+                    gh ? dh.data<float>() : nullptr, gw ? dw.data<float>() : nullptr,
+                    ng.data<float>(), hc.data<float>(), wc.data<float>(), y.data<int64_t>(),
+                    lse.data<float>(), d.T, d.D, d.V, kNoIgnore, 0.0f, inv_t, false);
                 return std::vector<Tensor>{dh, dw};
               });
   }
