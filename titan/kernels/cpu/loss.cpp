@@ -49,10 +49,26 @@ struct Checks {
   void targets(const int64_t* y, int64_t T, int64_t V, int64_t ignore_index) const {
     for (int64_t t = 0; t < T; ++t)
       TITAN_CHECK(y[t] == ignore_index || (y[t] >= 0 && y[t] < V),
-                  "{}: targets[{}] = {} is outside [0, V = {}) and is not ignore_index ({})", fn,
-                  t, y[t], V, ignore_index);
+                  "{}: targets[{}] = {} is outside [0, V = {}) and is not ignore_index ({})", fn, t,
+                  y[t], V, ignore_index);
+  }
+  // What every kernel over hidden · weightᵀ checks (after its own output pointers).
+  void fused(int64_t T, int64_t D, int64_t V, const float* hidden, const float* weight,
+             const int64_t* y, int64_t ignore_index, float z_loss_coef,
+             float inv_temperature) const {
+    ptr("hidden", hidden, T);
+    ptr("weight", weight, T);
+    ptr("targets", y, T);
+    scalars(z_loss_coef, inv_temperature);
+    targets(y, T, V, ignore_index);
   }
 };
+
+void zero_rows(float* w, int64_t V, int64_t D) {
+  parallel_for_grain(V, 64, [&](int64_t v0, int64_t v1) {
+    std::memset(w + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
+  });
+}
 
 template <typename I>
 std::vector<int64_t> widen(const char* fn, const I* p, int64_t T) {
@@ -65,6 +81,34 @@ std::unique_ptr<float[]> tile_buffer(int64_t T, int64_t V) {
   return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * std::min(V, kVocabChunk)]);
 }
 
+// Logits of `rows` rows h for the vocabulary chunk [c0, c0 + n) into out (row stride
+// ldo), merged into their rows' stats st and target logits zt (chunks in ascending order).
+void chunk_stats(VocabStats* st, float* zt, float* out, int64_t ldo, const float* h,
+                 const float* weight, bool panels, const int64_t* targets, int64_t rows, int64_t D,
+                 int64_t c0, int64_t n, float inv_temperature) {
+  if (panels)
+    gemm_f32_panels(rows, n, D, h, D, weight + c0 * D, out, ldo, /*accumulate=*/false);
+  else
+    gemm_f32(rows, n, D, h, D, weight + c0 * D, D, /*b_trans=*/true, out, ldo,
+             /*accumulate=*/false);
+  TITAN_DISPATCH(ce_tile_stats, st, zt, out, ldo, rows, c0, n, targets, inv_temperature, c0 == 0);
+}
+
+// g (rows, n; row stride ldg) holds the logits of rows h for the vocabulary chunk
+// [c0, c0 + n): turns them into the loss gradient in place, then
+// dhidden (rows, D) (+)= g · W_c (= over the first chunk) and dW_c (n, D) += gᵀ · h.
+void chunk_grad(float* g, int64_t ldg, float* dhidden, float* dweight, const float* h,
+                const float* weight, const int64_t* targets, const float* lse, const float* dloss,
+                int64_t rows, int64_t D, int64_t c0, int64_t n, int64_t ignore_index,
+                float z_loss_coef, float inv_temperature) {
+  const float* wc = weight + c0 * D;
+  TITAN_DISPATCH(ce_tile_grad, g, ldg, g, ldg, rows, c0, n, targets, lse, dloss, ignore_index,
+                 z_loss_coef, inv_temperature);
+  if (dhidden)
+    gemm_f32(rows, D, n, g, ldg, wc, D, /*b_trans=*/false, dhidden, D, /*accumulate=*/c0 > 0);
+  if (dweight) gemm_f32_tn(n, D, rows, g, ldg, h, D, dweight + c0 * D, D, /*accumulate=*/true);
+}
+
 // Per-row vocabulary stats st (T) and scaled target logits zt (T) of hidden · weightᵀ,
 // computed kVocabChunk columns × kCeRowTile rows at a time, chunks in ascending order.
 // weight is (V, D), or its panel layout (gemm_pack_panels) when panels: the same bits.
@@ -75,17 +119,9 @@ void chunked_stats(VocabStats* st, float* zt, const float* hidden, const float* 
   std::fill(zt, zt + T, 0.0f);
   for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, V - c0);
-    for (int64_t r0 = 0; r0 < T; r0 += kCeRowTile) {
-      const int64_t rows = std::min(kCeRowTile, T - r0);
-      if (panels)
-        gemm_f32_panels(rows, n, D, hidden + r0 * D, D, weight + c0 * D, buf.get(), n,
-                        /*accumulate=*/false);
-      else
-        gemm_f32(rows, n, D, hidden + r0 * D, D, weight + c0 * D, D, /*b_trans=*/true, buf.get(), n,
-                 /*accumulate=*/false);
-      TITAN_DISPATCH(ce_tile_stats, st + r0, zt + r0, buf.get(), n, rows, c0, n, targets + r0,
-                     inv_temperature, c0 == 0);
-    }
+    for (int64_t r0 = 0; r0 < T; r0 += kCeRowTile)
+      chunk_stats(st + r0, zt + r0, buf.get(), n, hidden + r0 * D, weight, panels, targets + r0,
+                  std::min(kCeRowTile, T - r0), D, c0, n, inv_temperature);
   }
 }
 
@@ -113,11 +149,7 @@ void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, con
   const Checks ck{"cross_entropy_fwd"};
   ck.sizes(T, D, V);
   ck.ptr("loss_per_row", loss_per_row, T);
-  ck.ptr("hidden", hidden, T);
-  ck.ptr("weight", weight, T);
-  ck.ptr("targets", targets, T);
-  ck.scalars(z_loss_coef, inv_temperature);
-  ck.targets(targets, T, V, ignore_index);
+  ck.fused(T, D, V, hidden, weight, targets, ignore_index, z_loss_coef, inv_temperature);
   std::vector<VocabStats> st(static_cast<size_t>(T));
   std::vector<float> zt(static_cast<size_t>(T));
   chunked_stats(st.data(), zt.data(), hidden, weight, false, targets, T, D, V, inv_temperature);
@@ -128,8 +160,8 @@ void cross_entropy_fwd(float* loss_per_row, float* lse, const float* hidden, con
                        const int32_t* targets, int64_t T, int64_t D, int64_t V,
                        int64_t ignore_index, float z_loss_coef, float inv_temperature) {
   const auto y = widen("cross_entropy_fwd", targets, T);
-  cross_entropy_fwd(loss_per_row, lse, hidden, weight, y.data(), T, D, V, ignore_index,
-                    z_loss_coef, inv_temperature);
+  cross_entropy_fwd(loss_per_row, lse, hidden, weight, y.data(), T, D, V, ignore_index, z_loss_coef,
+                    inv_temperature);
 }
 
 void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const float* hidden,
@@ -139,32 +171,21 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
   const Checks ck{"cross_entropy_bwd"};
   ck.sizes(T, D, V);
   ck.ptr("dloss", dloss, T);
-  ck.ptr("hidden", hidden, T);
-  ck.ptr("weight", weight, T);
-  ck.ptr("targets", targets, T);
   ck.ptr("lse", lse, T);
-  ck.scalars(z_loss_coef, inv_temperature);
-  ck.targets(targets, T, V, ignore_index);
-  if (dweight && !accumulate_dweight)
-    parallel_for_grain(V, 64, [&](int64_t v0, int64_t v1) {
-      std::memset(dweight + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
-    });
+  ck.fused(T, D, V, hidden, weight, targets, ignore_index, z_loss_coef, inv_temperature);
+  if (dweight && !accumulate_dweight) zero_rows(dweight, V, D);
   if (T == 0 || (!dhidden && !dweight)) return;
   auto buf = tile_buffer(T, V);
   for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {
     const int64_t n = std::min(kVocabChunk, V - c0);
-    const float* wc = weight + c0 * D;
     for (int64_t r0 = 0; r0 < T; r0 += kCeRowTile) {
       const int64_t rows = std::min(kCeRowTile, T - r0);
       const float* h = hidden + r0 * D;
-      gemm_f32(rows, n, D, h, D, wc, D, /*b_trans=*/true, buf.get(), n, /*accumulate=*/false);
-      TITAN_DISPATCH(ce_tile_grad, buf.get(), n, buf.get(), n, rows, c0, n, targets + r0,
-                     lse + r0, dloss + r0, ignore_index, z_loss_coef, inv_temperature);
-      if (dhidden)  // dhidden(rows, D) (+)= g(rows, n) · W_c(n, D)
-        gemm_f32(rows, D, n, buf.get(), n, wc, D, /*b_trans=*/false, dhidden + r0 * D, D,
-                 /*accumulate=*/c0 > 0);
-      if (dweight)  // dW_c(n, D) += g(rows, n)ᵀ · h(rows, D)
-        gemm_f32_tn(n, D, rows, buf.get(), n, h, D, dweight + c0 * D, D, /*accumulate=*/true);
+      gemm_f32(rows, n, D, h, D, weight + c0 * D, D, /*b_trans=*/true, buf.get(), n,
+               /*accumulate=*/false);  // the logits again
+      chunk_grad(buf.get(), n, dhidden ? dhidden + r0 * D : nullptr, dweight, h, weight,
+                 targets + r0, lse + r0, dloss + r0, rows, D, c0, n, ignore_index, z_loss_coef,
+                 inv_temperature);
     }
   }
 }
@@ -192,15 +213,8 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
   ck.sizes(T, D, V);
   ck.ptr("loss_per_row", loss_per_row, T);
   ck.ptr("dloss", dloss, T);
-  ck.ptr("hidden", hidden, T);
-  ck.ptr("weight", weight, T);
-  ck.ptr("targets", targets, T);
-  ck.scalars(z_loss_coef, inv_temperature);
-  ck.targets(targets, T, V, ignore_index);
-  if (dweight)
-    parallel_for_grain(V, 64, [&](int64_t v0, int64_t v1) {
-      std::memset(dweight + v0 * D, 0, sizeof(float) * (v1 - v0) * D);
-    });
+  ck.fused(T, D, V, hidden, weight, targets, ignore_index, z_loss_coef, inv_temperature);
+  if (dweight) zero_rows(dweight, V, D);
   if (T == 0) return;
   const int64_t R = cross_entropy_fused_tile_rows(T, V);
   std::unique_ptr<float[]> buf(new float[R * V]);  // the tile's logits, then its gradient
@@ -210,28 +224,16 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
     const int64_t rows = std::min(R, T - r0);
     const float* h = hidden + r0 * D;
     std::fill(zt.begin(), zt.end(), 0.0f);
-    for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {  // chunked_stats, one row tile
-      const int64_t n = std::min(kVocabChunk, V - c0);
-      gemm_f32(rows, n, D, h, D, weight + c0 * D, D, /*b_trans=*/true, buf.get() + c0, V,
-               /*accumulate=*/false);
-      TITAN_DISPATCH(ce_tile_stats, st.data(), zt.data(), buf.get() + c0, V, rows, c0, n,
-                     targets + r0, inv_temperature, c0 == 0);
-    }
+    for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)  // all chunks' logits stay in buf
+      chunk_stats(st.data(), zt.data(), buf.get() + c0, V, h, weight, false, targets + r0, rows, D,
+                  c0, std::min(kVocabChunk, V - c0), inv_temperature);
     finish_loss(loss_per_row + r0, tile_lse.data(), st.data(), zt.data(), targets + r0, rows,
                 ignore_index, z_loss_coef);
     if (lse) std::copy(tile_lse.begin(), tile_lse.begin() + rows, lse + r0);
-    for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk) {  // cross_entropy_bwd, one row tile
-      const int64_t n = std::min(kVocabChunk, V - c0);
-      const float* wc = weight + c0 * D;
-      float* g = buf.get() + c0;
-      TITAN_DISPATCH(ce_tile_grad, g, V, g, V, rows, c0, n, targets + r0, tile_lse.data(),
-                     dloss + r0, ignore_index, z_loss_coef, inv_temperature);
-      if (dhidden)  // dhidden(rows, D) (+)= g(rows, n) · W_c(n, D), chunks in order
-        gemm_f32(rows, D, n, g, V, wc, D, /*b_trans=*/false, dhidden + r0 * D, D,
-                 /*accumulate=*/c0 > 0);
-      if (dweight)  // dW_c(n, D) += g(rows, n)ᵀ · h(rows, D), tiles in order
-        gemm_f32_tn(n, D, rows, g, V, h, D, dweight + c0 * D, D, /*accumulate=*/true);
-    }
+    for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)  // chunks, then tiles, in order
+      chunk_grad(buf.get() + c0, V, dhidden ? dhidden + r0 * D : nullptr, dweight, h, weight,
+                 targets + r0, tile_lse.data(), dloss + r0, rows, D, c0,
+                 std::min(kVocabChunk, V - c0), ignore_index, z_loss_coef, inv_temperature);
   }
 }
 
@@ -242,11 +244,7 @@ void logprobs_chunked(const char* fn, float* out_logprobs, float* out_lse, const
   const Checks ck{fn};
   ck.sizes(T, D, V);
   ck.ptr("out_logprobs", out_logprobs, T);
-  ck.ptr("hidden", hidden, T);
-  ck.ptr("weight", weight, T);
-  ck.ptr("targets", targets, T);
-  ck.scalars(0.0f, inv_temperature);
-  ck.targets(targets, T, V, kNoIgnore);
+  ck.fused(T, D, V, hidden, weight, targets, kNoIgnore, 0.0f, inv_temperature);
   std::vector<VocabStats> st(static_cast<size_t>(T));
   std::vector<float> zt(static_cast<size_t>(T));
   chunked_stats(st.data(), zt.data(), hidden, weight, panels, targets, T, D, V, inv_temperature);
