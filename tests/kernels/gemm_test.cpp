@@ -189,12 +189,12 @@ TEST(Gemm, DecodeRowsMatchChain) {
   set_num_threads(2);
 }
 
-// Weights repacked into panels (gemm_pack_panels) against the scalar chain of the same
-// NT weights, on every path the panels take: decode rows (up to kFewRows, 24 on AVX2 and
-// 56 on AVX-512: whole panels streamed, columns claimed by the threads), medium rows,
-// and many rows (micro-panels read in place, N past one NC block; M = 500 is past
-// AVX-512's medium-row limit of 448); K tails and K past one KC chunk, column tails
-// (the zero-padded last panel), padded strides, 1 and 2 threads.
+// Weights repacked into panels (gemm_pack_panels from NT weights, gemm_pack_panels_nn
+// from B stored (K, N)) against the scalar chain of the same weights, on every path the panels
+// take: decode rows (up to kFewRows, 24 on AVX2 and 56 on AVX-512: whole panels streamed, columns
+// claimed by the threads), medium rows, and many rows (micro-panels read in place, N past one NC
+// block; M = 500 is past AVX-512's medium-row limit of 448); K tails and K past one KC chunk,
+// column tails (the zero-padded last panel), padded strides, 1 and 2 threads.
 TEST(Gemm, PanelsMatchChain) {
   std::mt19937 rng(99);
   struct Shape3 {
@@ -212,9 +212,14 @@ TEST(Gemm, PanelsMatchChain) {
     set_num_threads(threads);
     for (const Shape3& s : shapes) {
       const bool acc = (idx++ % 3) == 1;
-      Case c = make_case(Layout::NT, s.M, s.N, s.K, 3, rng);
+      // Every other shape packs the panels from B stored (K, N) (gemm_pack_panels_nn).
+      const bool nn = idx % 2 == 0;
+      Case c = make_case(nn ? Layout::NN : Layout::NT, s.M, s.N, s.K, 3, rng);
       std::vector<float> panels(static_cast<size_t>(gemm_panels_size(s.N, s.K)), std::nanf(""));
-      gemm_pack_panels(s.N, s.K, c.Bf.data(), c.ldb, panels.data());
+      if (nn)
+        gemm_pack_panels_nn(s.K, s.N, c.Bf.data(), c.ldb, panels.data());
+      else
+        gemm_pack_panels(s.N, s.K, c.Bf.data(), c.ldb, panels.data());
       std::vector<float> C0 = random_vec(static_cast<size_t>(s.M * c.ldc), rng);
       for (int64_t m = 0; m < s.M; ++m)
         for (int64_t n = s.N; n < c.ldc; ++n) C0[m * c.ldc + n] = std::nanf("");
@@ -230,6 +235,8 @@ TEST(Gemm, PanelsMatchChain) {
   std::vector<float> W(64), P(static_cast<size_t>(gemm_panels_size(4, 4)));
   EXPECT_THROW(gemm_pack_panels(4, 4, W.data(), 3, P.data()), Error);  // ldw < K
   EXPECT_THROW(gemm_pack_panels(-1, 4, W.data(), 4, P.data()), Error);
+  EXPECT_THROW(gemm_pack_panels_nn(4, 4, W.data(), 3, P.data()), Error);  // ldb < N
+  EXPECT_THROW(gemm_pack_panels_nn(4, -1, W.data(), 4, P.data()), Error);
   EXPECT_THROW(gemm_f32_panels(2, 4, 4, W.data(), 3, P.data(), W.data(), 4, false),
                Error);  // lda < K
 }

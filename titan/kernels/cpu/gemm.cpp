@@ -12,6 +12,8 @@ TITAN_DECLARE_ISA(void, gemm_run,
 TITAN_DECLARE_ISA(int64_t, gemm_panel_width, ())
 TITAN_DECLARE_ISA(void, gemm_pack_panels,
                   (int64_t N, int64_t K, const float* W, int64_t ldw, float* dst))
+TITAN_DECLARE_ISA(void, gemm_pack_panels_nn,
+                  (int64_t K, int64_t N, const float* B, int64_t ldb, float* dst))
 
 namespace titan::kernels::cpu {
 namespace {
@@ -71,6 +73,15 @@ void gemm_pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* 
   TITAN_CHECK(W != nullptr && dst != nullptr, "gemm_pack_panels: W or dst is null with N={} K={}",
               N, K);
   TITAN_DISPATCH(gemm_pack_panels, N, K, W, ldw, dst);
+}
+
+void gemm_pack_panels_nn(int64_t K, int64_t N, const float* B, int64_t ldb, float* dst) {
+  TITAN_CHECK(N >= 0 && K >= 0, "gemm_pack_panels_nn: sizes must be >= 0, got K={} N={}", K, N);
+  TITAN_CHECK(ldb >= N && ldb >= 1, "gemm_pack_panels_nn: ldb must be >= N={}, got {}", N, ldb);
+  if (N == 0 || K == 0) return;
+  TITAN_CHECK(B != nullptr && dst != nullptr,
+              "gemm_pack_panels_nn: B or dst is null with K={} N={}", K, N);
+  TITAN_DISPATCH(gemm_pack_panels_nn, K, N, B, ldb, dst);
 }
 
 void gemm_f32_panels(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* Bp,

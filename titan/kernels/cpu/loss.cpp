@@ -97,14 +97,17 @@ void chunk_stats(VocabStats* st, float* zt, float* out, int64_t ldo, const float
 // g (rows, n; row stride ldg) holds the logits of rows h for the vocabulary chunk
 // [c0, c0 + n): turns them into the loss gradient in place, then
 // dhidden (rows, D) (+)= g · W_c (= over the first chunk) and dW_c (n, D) += gᵀ · h.
+// wc_panels: W_c repacked by gemm_pack_panels_nn (the same bits), or null.
 void chunk_grad(float* g, int64_t ldg, float* dhidden, float* dweight, const float* h,
-                const float* weight, const int64_t* targets, const float* lse, const float* dloss,
-                int64_t rows, int64_t D, int64_t c0, int64_t n, int64_t ignore_index,
-                float z_loss_coef, float inv_temperature) {
+                const float* weight, const float* wc_panels, const int64_t* targets,
+                const float* lse, const float* dloss, int64_t rows, int64_t D, int64_t c0,
+                int64_t n, int64_t ignore_index, float z_loss_coef, float inv_temperature) {
   const float* wc = weight + c0 * D;
   TITAN_DISPATCH(ce_tile_grad, g, ldg, g, ldg, rows, c0, n, targets, lse, dloss, ignore_index,
                  z_loss_coef, inv_temperature);
-  if (dhidden)
+  if (dhidden && wc_panels)
+    gemm_f32_panels(rows, D, n, g, ldg, wc_panels, dhidden, D, /*accumulate=*/c0 > 0);
+  else if (dhidden)
     gemm_f32(rows, D, n, g, ldg, wc, D, /*b_trans=*/false, dhidden, D, /*accumulate=*/c0 > 0);
   if (dweight) gemm_f32_tn(n, D, rows, g, ldg, h, D, dweight + c0 * D, D, /*accumulate=*/true);
 }
@@ -183,7 +186,7 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
       const float* h = hidden + r0 * D;
       gemm_f32(rows, n, D, h, D, weight + c0 * D, D, /*b_trans=*/true, buf.get(), n,
                /*accumulate=*/false);  // the logits again
-      chunk_grad(buf.get(), n, dhidden ? dhidden + r0 * D : nullptr, dweight, h, weight,
+      chunk_grad(buf.get(), n, dhidden ? dhidden + r0 * D : nullptr, dweight, h, weight, nullptr,
                  targets + r0, lse + r0, dloss + r0, rows, D, c0, n, ignore_index, z_loss_coef,
                  inv_temperature);
     }
@@ -220,20 +223,37 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
   std::unique_ptr<float[]> buf(new float[R * V]);  // the tile's logits, then its gradient
   std::vector<VocabStats> st(static_cast<size_t>(R));
   std::vector<float> zt(static_cast<size_t>(R)), tile_lse(static_cast<size_t>(R));
+  // Several tiles: weight packed once for all of them (loss.h, kCePackedWeightMaxBytes).
+  // Chunk c0's dhidden panels start at Dp * c0 (Dp: D rounded up to the panel width).
+  const int64_t Dp = gemm_panels_size(D, 1);
+  std::unique_ptr<float[]> wt_logits, wt_dhidden;
+  if (T > R &&
+      2 * Dp * (V + gemm_panel_width()) * int64_t{sizeof(float)} <= kCePackedWeightMaxBytes) {
+    wt_logits.reset(new float[gemm_panels_size(V, D)]);
+    gemm_pack_panels(V, D, weight, D, wt_logits.get());
+    if (dhidden) {
+      wt_dhidden.reset(new float[Dp * V]);
+      for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)
+        gemm_pack_panels_nn(std::min(kVocabChunk, V - c0), D, weight + c0 * D, D,
+                            wt_dhidden.get() + Dp * c0);
+    }
+  }
   for (int64_t r0 = 0; r0 < T; r0 += R) {
     const int64_t rows = std::min(R, T - r0);
     const float* h = hidden + r0 * D;
     std::fill(zt.begin(), zt.end(), 0.0f);
     for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)  // all chunks' logits stay in buf
-      chunk_stats(st.data(), zt.data(), buf.get() + c0, V, h, weight, false, targets + r0, rows, D,
-                  c0, std::min(kVocabChunk, V - c0), inv_temperature);
+      chunk_stats(st.data(), zt.data(), buf.get() + c0, V, h, wt_logits ? wt_logits.get() : weight,
+                  wt_logits != nullptr, targets + r0, rows, D, c0, std::min(kVocabChunk, V - c0),
+                  inv_temperature);
     finish_loss(loss_per_row + r0, tile_lse.data(), st.data(), zt.data(), targets + r0, rows,
                 ignore_index, z_loss_coef);
     if (lse) std::copy(tile_lse.begin(), tile_lse.begin() + rows, lse + r0);
     for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)  // chunks, then tiles, in order
       chunk_grad(buf.get() + c0, V, dhidden ? dhidden + r0 * D : nullptr, dweight, h, weight,
-                 targets + r0, tile_lse.data(), dloss + r0, rows, D, c0,
-                 std::min(kVocabChunk, V - c0), ignore_index, z_loss_coef, inv_temperature);
+                 wt_dhidden ? wt_dhidden.get() + Dp * c0 : nullptr, targets + r0, tile_lse.data(),
+                 dloss + r0, rows, D, c0, std::min(kVocabChunk, V - c0), ignore_index, z_loss_coef,
+                 inv_temperature);
   }
 }
 

@@ -68,8 +68,14 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
 // often: at V = 151936, D = 1024, T = 1024, 2 threads, against the two passes, tiles of
 // 110 rows ran at 0.90-0.94x, 256 at 1.02-1.15x, 512 at 1.18-1.32x (scratch 311 MB),
 // 1024 at 1.14-1.22x (docs/benchmarks.md, Training, Session 7).
+// With more than one row tile, weight is first repacked into the GEMM's panel layouts
+// (gemm_pack_panels for the logits, gemm_pack_panels_nn per vocabulary chunk for
+// dhidden), so that no tile packs it again: 2 V D floats of scratch, only while that is
+// at most kCePackedWeightMaxBytes (e.g. V = 32000, D = 512: 131 MB; a Qwen3 vocabulary
+// at D = 1024, 1.2 GB, packs per tile as before). Same bits either way (gemm.h).
 inline constexpr int64_t kCeFusedScratchBytes = int64_t{64} << 20;
 inline constexpr int64_t kCeFusedMinRows = 512;
+inline constexpr int64_t kCePackedWeightMaxBytes = int64_t{512} << 20;
 int64_t cross_entropy_fused_tile_rows(int64_t T, int64_t V);
 void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
                            const float* dloss, const float* hidden, const float* weight,

@@ -557,7 +557,10 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
     const int64_t nc = std::min(NC, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      if (!in_place)
+      if (p.b_kind == kNnF32)
+        gemm_pack::pack_b_nn_block<NR>(bblk, static_cast<const float*>(p.B) + pc * p.ldb + jc,
+                                       p.ldb, nc, kc);
+      else if (!in_place)
         for (int64_t jr = 0; jr < nc; jr += NR)
           pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc,
                  kc);
@@ -614,6 +617,22 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
       nt = std::min(T, n_panels);
     else
       mt = std::min(T, m_panels);
+    // Large problems: split the side that packs less. A column split has every task pack
+    // all M rows of A (once per NC block of its columns) and its share of B; a row split,
+    // its share of A and all of B (nothing for repacked panels). E.g. dW = dYᵀ·X of the
+    // LM head (M = vocab, N = dim) or a forward on repacked weights packs half as much
+    // when split by rows.
+    if (nt > 1 && m_panels >= 2 * T && (m_panels / T) * MR > kMediumRows) {
+      auto packed = [&](int64_t tm, int64_t tn) {
+        const int64_t rows = (m_panels + tm - 1) / tm * MR, cols = (n_panels + tn - 1) / tn * NR;
+        const int64_t a = rows * K * ((cols + NC - 1) / NC), b = b_kind == kPanelF32 ? 0 : cols * K;
+        return tm * tn * (a + b);
+      };
+      if (packed(T, 1) < packed(1, T)) {
+        mt = std::min(T, m_panels);
+        nt = 1;
+      }
+    }
   }
   auto task = [&](int64_t t) {
     const int64_t ti = t % mt, tj = t / mt;
@@ -641,6 +660,17 @@ void gemm_pack_panels(int64_t N, int64_t K, const float* Wt, int64_t ldw, float*
       const int nv = static_cast<int>(std::min<int64_t>(NR, N - j * NR));
       gemm_pack::pack_b_nt<NR>(dst + j * K * NR, Wt + j * NR * ldw, ldw, nv, K);
     }
+  });
+}
+
+// The same layout from B (K, N) row-major: dst[j * K * NR + k * NR + c] = B[k][j * NR + c]
+// (0 for j * NR + c >= N); threads take ranges of k, each B row is read once.
+void gemm_pack_panels_nn(int64_t K, int64_t N, const float* B, int64_t ldb, float* dst) {
+  parallel_for(K, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t jr = 0; jr < N; jr += NR)
+        gemm_pack::pack_b_nn<NR>(dst + jr * K + k * NR, B + k * ldb + jr, ldb,
+                                 static_cast<int>(std::min<int64_t>(NR, N - jr)), 1);
   });
 }
 

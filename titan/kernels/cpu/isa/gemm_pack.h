@@ -86,15 +86,19 @@ void pack_a_rowmajor(float* __restrict dst, const float* __restrict A, int64_t l
     dst += kc * MR;
   }
 }
-// Transposed A stored (K, M): element (m, k) at A[k * lda + m].
+// Transposed A stored (K, M): element (m, k) at A[k * lda + m]. Row k of the block is
+// read once, contiguously, and its MR-float pieces go to the panels (one write stream
+// per panel); a tail panel gets its `rows` floats per k.
 template <int MR>
 void pack_a_trans(float* __restrict dst, const float* __restrict A, int64_t lda, int64_t mc,
                   int64_t kc) {
-  for (int64_t i0 = 0; i0 < mc; i0 += MR) {
-    const int rows = static_cast<int>(mc - i0 < MR ? mc - i0 : MR);
-    for (int64_t k = 0; k < kc; ++k)
-      std::memcpy(dst + k * MR, A + k * lda + i0, sizeof(float) * static_cast<size_t>(rows));
-    dst += kc * MR;
+  const int64_t full = mc / MR * MR, tail = mc - full;
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = A + k * lda;
+    float* d = dst + k * MR;
+    for (int64_t i0 = 0; i0 < full; i0 += MR, d += kc * MR)
+      std::memcpy(d, src + i0, sizeof(float) * MR);
+    if (tail > 0) std::memcpy(d, src + full, sizeof(float) * static_cast<size_t>(tail));
   }
 }
 
@@ -182,6 +186,17 @@ void pack_b_nn(float* __restrict dst, const T* __restrict B, int64_t ldb, int nv
       _mm256_storeu_ps(d + g * 8, v);
     }
   }
+}
+
+// A whole (kc, nc) block of B "NN" into its NR-wide panels (panel j at dst + j * NR * kc,
+// the last one zero-padded): row k of B is read once, contiguously, for all panels.
+template <int NR, typename T>
+void pack_b_nn_block(float* __restrict dst, const T* __restrict B, int64_t ldb, int64_t nc,
+                     int64_t kc) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t jr = 0; jr < nc; jr += NR)
+      pack_b_nn<NR>(dst + jr * kc + k * NR, B + k * ldb + jr, ldb,
+                    static_cast<int>(nc - jr < NR ? nc - jr : NR), 1);
 }
 
 }  // namespace titan::kernels::cpu::TITAN_ISA_NS::gemm_pack
