@@ -181,8 +181,9 @@ TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
   struct Case {
     int64_t T, D, V;
   };
-  // Two tiles (T > R) repack the weight once for all tiles (loss.h): V = 33005 and D = 20
-  // leave the last panel of both layouts partly zero.
+  // Two tiles (T > R: V = 70000 and 33005) repack the weight once for all tiles (loss.h),
+  // or not (packed_weight_max_bytes = 0); V = 33005 and D = 20 leave the last panel of
+  // both layouts partly zero.
   for (const Case c : {Case{37, 16, kVocabChunk + 3}, Case{1000, 8, 70000}, Case{600, 20, 33005}}) {
     const int64_t R = cross_entropy_fused_tile_rows(c.T, c.V);
     ASSERT_EQ(R, c.T <= kCeFusedMinRows ? c.T : kCeFusedMinRows);
@@ -209,6 +210,17 @@ TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
                           p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it);
     EXPECT_TRUE(test::same_bits(dh2.data(), dh.data(), p.T * p.D)) << v << ": dhidden alone";
     EXPECT_TRUE(test::same_bits(dw2.data(), dw.data(), p.V * p.D)) << v << ": dweight alone";
+    // Several tiles with a weight too big to repack (packed_weight_max_bytes = 0): every
+    // tile packs W itself, as a Qwen3-sized vocabulary does.
+    std::vector<float> loss3(p.T), dh3(p.T * p.D, 7.0f), dw3(p.V * p.D, 7.0f);
+    cross_entropy_fwd_bwd(loss3.data(), nullptr, dh3.data(), dw3.data(), dl.data(), p.h.data(),
+                          p.w.data(), p.y.data(), p.T, p.D, p.V, kIgnore, zc, it,
+                          /*packed_weight_max_bytes=*/0);
+    EXPECT_TRUE(test::same_bits(loss3.data(), loss.data(), p.T)) << v << ": loss, not repacked";
+    EXPECT_TRUE(test::same_bits(dh3.data(), dh.data(), p.T * p.D))
+        << v << ": dhidden, not repacked";
+    EXPECT_TRUE(test::same_bits(dw3.data(), dw.data(), p.V * p.D))
+        << v << ": dweight, not repacked";
   }
   std::vector<float> dw0(5 * 3, 7.0f);  // T = 0: dweight comes back zero
   cross_entropy_fwd_bwd(nullptr, nullptr, nullptr, dw0.data(), nullptr, nullptr, dw0.data(),

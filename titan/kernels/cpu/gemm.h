@@ -60,10 +60,12 @@ void gemm_f32_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
 // gemm_f32(.., W, K, b_trans = true, ..): the same chain per element.
 //   gemm_panels_size: floats of the packed buffer, ceil(N / w) * w * K.
 //   gemm_pack_panels: W (N, K) row stride ldw >= K -> dst (gemm_panels_size floats).
-//   gemm_pack_panels_nn: the same panels of a B stored (K, N) ("NN", row stride ldb >= N),
-//     i.e. of W = Bᵀ: gemm_f32_panels(.., Bp, ..) then equals gemm_f32(.., B, ldb,
-//     b_trans = false, ..) bit for bit (the LM head's dhidden = dlogits · W).
-// Errors (titan::Error): negative sizes, ldw < K, null pointers for a non-empty problem.
+//   gemm_pack_panels_nn(K, N, B, ldb, dst): the same panels (gemm_panels_size(N, K)
+//     floats; note the argument order) of a B stored (K, N) ("NN", row stride
+//     ldb >= N), i.e. of W = Bᵀ: gemm_f32_panels(.., Bp, ..) then equals gemm_f32(..,
+//     B, ldb, b_trans = false, ..) bit for bit (the LM head's dhidden = dlogits · W).
+// Errors (titan::Error): negative sizes, ldw < K (ldb < N for _nn), null pointers for a
+// non-empty problem.
 int64_t gemm_panel_width();
 int64_t gemm_panels_size(int64_t N, int64_t K);
 void gemm_pack_panels(int64_t N, int64_t K, const float* W, int64_t ldw, float* dst);

@@ -211,7 +211,8 @@ int64_t cross_entropy_fused_tile_rows(int64_t T, int64_t V) {
 void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
                            const float* dloss, const float* hidden, const float* weight,
                            const int64_t* targets, int64_t T, int64_t D, int64_t V,
-                           int64_t ignore_index, float z_loss_coef, float inv_temperature) {
+                           int64_t ignore_index, float z_loss_coef, float inv_temperature,
+                           int64_t packed_weight_max_bytes) {
   const Checks ck{"cross_entropy_fwd_bwd"};
   ck.sizes(T, D, V);
   ck.ptr("loss_per_row", loss_per_row, T);
@@ -223,12 +224,13 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
   std::unique_ptr<float[]> buf(new float[R * V]);  // the tile's logits, then its gradient
   std::vector<VocabStats> st(static_cast<size_t>(R));
   std::vector<float> zt(static_cast<size_t>(R)), tile_lse(static_cast<size_t>(R));
-  // Several tiles: weight packed once for all of them (loss.h, kCePackedWeightMaxBytes).
+  // Several tiles: weight packed once for all of them (loss.h, packed_weight_max_bytes).
   // Chunk c0's dhidden panels start at Dp * c0 (Dp: D rounded up to the panel width).
   const int64_t Dp = gemm_panels_size(D, 1);
   std::unique_ptr<float[]> wt_logits, wt_dhidden;
-  if (T > R &&
-      2 * Dp * (V + gemm_panel_width()) * int64_t{sizeof(float)} <= kCePackedWeightMaxBytes) {
+  const int64_t packed_bytes =
+      (gemm_panels_size(V, D) + (dhidden ? Dp * V : 0)) * int64_t{sizeof(float)};
+  if (T > R && packed_bytes <= packed_weight_max_bytes) {
     wt_logits.reset(new float[gemm_panels_size(V, D)]);
     gemm_pack_panels(V, D, weight, D, wt_logits.get());
     if (dhidden) {

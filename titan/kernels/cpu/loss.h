@@ -70,9 +70,11 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
 // 1024 at 1.14-1.22x (docs/benchmarks.md, Training, Session 7).
 // With more than one row tile, weight is first repacked into the GEMM's panel layouts
 // (gemm_pack_panels for the logits, gemm_pack_panels_nn per vocabulary chunk for
-// dhidden), so that no tile packs it again: 2 V D floats of scratch, only while that is
-// at most kCePackedWeightMaxBytes (e.g. V = 32000, D = 512: 131 MB; a Qwen3 vocabulary
-// at D = 1024, 1.2 GB, packs per tile as before). Same bits either way (gemm.h).
+// dhidden, if wanted), so that no tile packs it again: about V D floats per layout
+// (V and D rounded up to the panel width), only while that is at most
+// packed_weight_max_bytes (default kCePackedWeightMaxBytes; e.g. V = 32000, D = 512:
+// 131 MB for both; a Qwen3 vocabulary at D = 1024, 1.2 GB, packs per tile as before).
+// Same bits either way (gemm.h).
 inline constexpr int64_t kCeFusedScratchBytes = int64_t{64} << 20;
 inline constexpr int64_t kCeFusedMinRows = 512;
 inline constexpr int64_t kCePackedWeightMaxBytes = int64_t{512} << 20;
@@ -80,7 +82,8 @@ int64_t cross_entropy_fused_tile_rows(int64_t T, int64_t V);
 void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, float* dweight,
                            const float* dloss, const float* hidden, const float* weight,
                            const int64_t* targets, int64_t T, int64_t D, int64_t V,
-                           int64_t ignore_index, float z_loss_coef, float inv_temperature);
+                           int64_t ignore_index, float z_loss_coef, float inv_temperature,
+                           int64_t packed_weight_max_bytes = kCePackedWeightMaxBytes);
 
 // Log-probabilities of targets from hidden states through the same chunk path:
 // out_logprobs (T), out_lse (T) (may be null). Same bits as gemm_f32 full logits +

@@ -18,7 +18,9 @@
 // accumulators (one per output column, lane m = row m); the next kLaneCols weight rows,
 // one contiguous span, are prefetched in address order; threads take column chunks.
 // Otherwise each task owns a range of rows x a range of columns:
-//  - many rows (run_blocked):
+//  - many rows (run_blocked; run_shared when every thread would get more than
+//    kMediumRows: the B block is packed once by all threads together and the MC-row
+//    blocks are claimed at run time):
 //      for jc (NC cols): for pc (KC of K): pack B block (KC x NC, L3)
 //        for ic (MC rows): pack A block (MC x KC, L2)
 //          for jr (NR cols): for ir (MR rows): microkernel, C tile in registers
@@ -583,6 +585,47 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
   }
 }
 
+// Many rows on T threads (BLIS's shared B block): per (NC, KC) block, the threads pack
+// the B block once together (nothing to pack for repacked panels), then claim MC-row
+// chunks of A at run time (claim_chunks), each packing its own A block and running it
+// against the whole B block. Every A and B element is packed once, and a thread slowed
+// down by the shared machine holds the call up by at most one chunk.
+void run_shared(const Problem& p, int64_t T) {
+  const bool in_place = p.b_kind == kPanelF32;
+  float* bblk = in_place ? nullptr : thread_buffers().bblock.get(static_cast<size_t>(KC * NC));
+  const int64_t chunks = (p.M + MC - 1) / MC;
+  for (int64_t jc = 0; jc < p.N; jc += NC) {
+    const int64_t nc = std::min(NC, p.N - jc);
+    for (int64_t pc = 0; pc < p.K; pc += KC) {
+      const int64_t kc = std::min(KC, p.K - pc);
+      if (p.b_kind == kNnF32) {
+        const float* src = static_cast<const float*>(p.B) + pc * p.ldb + jc;
+        parallel_for(kc, [&](int64_t k0, int64_t k1) {
+          gemm_pack::pack_b_nn_block<NR>(bblk, src, p.ldb, nc, kc, k0, k1);
+        });
+      } else if (!in_place) {
+        parallel_for((nc + NR - 1) / NR, [&](int64_t j0, int64_t j1) {
+          for (int64_t j = j0; j < j1; ++j)
+            pack_b(p, bblk + j * NR * kc, jc + j * NR,
+                   static_cast<int>(std::min<int64_t>(NR, nc - j * NR)), pc, kc);
+        });
+      }
+      auto micro_panel = [&](int64_t jr) {
+        return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
+      };
+      claim_chunks(T, chunks, [&](int64_t c) {
+        const int64_t ic = c * MC, mc = std::min(MC, p.M - ic);
+        float* abuf = thread_buffers().a.get(static_cast<size_t>(MC * KC));
+        pack_a(p, abuf, ic, mc, pc, kc);
+        for (int64_t jr = 0; jr < nc; jr += NR)
+          row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
+                     static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
+                     jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
+      });
+    }
+  }
+}
+
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
@@ -608,6 +651,8 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
   const int64_t T = (M * N * K < (int64_t{1} << 18)) ? 1 : num_threads();
   if (b_kind == kNtF32 && M <= W) return run_lanes(p, T);
   if (b_kind == kPanelF32 && M <= kFewRows) return run_panel_rows(p, T);
+  // Enough rows for run_blocked on every thread: one shared B block, rows claimed.
+  if (T > 1 && (M + MR - 1) / MR / T * MR > kMediumRows) return run_shared(p, T);
   // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
   // decides who computes an element, never how, so any grid gives the same bits.
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
@@ -617,22 +662,6 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
       nt = std::min(T, n_panels);
     else
       mt = std::min(T, m_panels);
-    // Large problems: split the side that packs less. A column split has every task pack
-    // all M rows of A (once per NC block of its columns) and its share of B; a row split,
-    // its share of A and all of B (nothing for repacked panels). E.g. dW = dYᵀ·X of the
-    // LM head (M = vocab, N = dim) or a forward on repacked weights packs half as much
-    // when split by rows.
-    if (nt > 1 && m_panels >= 2 * T && (m_panels / T) * MR > kMediumRows) {
-      auto packed = [&](int64_t tm, int64_t tn) {
-        const int64_t rows = (m_panels + tm - 1) / tm * MR, cols = (n_panels + tn - 1) / tn * NR;
-        const int64_t a = rows * K * ((cols + NC - 1) / NC), b = b_kind == kPanelF32 ? 0 : cols * K;
-        return tm * tn * (a + b);
-      };
-      if (packed(T, 1) < packed(1, T)) {
-        mt = std::min(T, m_panels);
-        nt = 1;
-      }
-    }
   }
   auto task = [&](int64_t t) {
     const int64_t ti = t % mt, tj = t / mt;

@@ -88,7 +88,7 @@ void pack_a_rowmajor(float* __restrict dst, const float* __restrict A, int64_t l
 }
 // Transposed A stored (K, M): element (m, k) at A[k * lda + m]. Row k of the block is
 // read once, contiguously, and its MR-float pieces go to the panels (one write stream
-// per panel); a tail panel gets its `rows` floats per k.
+// per panel); a tail panel gets its `tail` floats per k.
 template <int MR>
 void pack_a_trans(float* __restrict dst, const float* __restrict A, int64_t lda, int64_t mc,
                   int64_t kc) {
@@ -190,10 +190,11 @@ void pack_b_nn(float* __restrict dst, const T* __restrict B, int64_t ldb, int nv
 
 // A whole (kc, nc) block of B "NN" into its NR-wide panels (panel j at dst + j * NR * kc,
 // the last one zero-padded): row k of B is read once, contiguously, for all panels.
+// Rows [k0, k1) only (default: all kc), so threads can share the packing of one block.
 template <int NR, typename T>
 void pack_b_nn_block(float* __restrict dst, const T* __restrict B, int64_t ldb, int64_t nc,
-                     int64_t kc) {
-  for (int64_t k = 0; k < kc; ++k)
+                     int64_t kc, int64_t k0 = 0, int64_t k1 = -1) {
+  for (int64_t k = k0; k < (k1 < 0 ? kc : k1); ++k)
     for (int64_t jr = 0; jr < nc; jr += NR)
       pack_b_nn<NR>(dst + jr * kc + k * NR, B + k * ldb + jr, ldb,
                     static_cast<int>(nc - jr < NR ? nc - jr : NR), 1);
