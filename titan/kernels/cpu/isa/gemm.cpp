@@ -548,6 +548,19 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
   }
 }
 
+// One MC-row block: A rows [ic, ic + mc) x K chunk [pc, pc + kc) packed into abuf, then
+// run against the B block's micro-panels (micro_panel(jr), jr < nc, of columns
+// jc + jr), each while the next one is prefetched.
+template <typename MicroPanel>
+void a_block(const Problem& p, float* abuf, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+             int64_t jc, int64_t nc, const MicroPanel& micro_panel) {
+  pack_a(p, abuf, ic, mc, pc, kc);
+  for (int64_t jr = 0; jr < nc; jr += NR)
+    row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
+               static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
+               jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
+}
+
 // Many rows: BLIS loop order. A B block (KC x NC) is packed once per (jc, pc) and
 // shared by all MC row blocks; its micro-panels stay in L1 across the row panels.
 void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -570,17 +583,8 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
       auto micro_panel = [&](int64_t jr) {
         return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
       };
-      auto next = [&](int64_t jr) {
-        return jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{};
-      };
-      for (int64_t ic = m0; ic < m1; ic += MC) {
-        const int64_t mc = std::min(MC, m1 - ic);
-        pack_a(p, abuf, ic, mc, pc, kc);
-        for (int64_t jr = 0; jr < nc; jr += NR)
-          row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
-                     static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-                     next(jr));
-      }
+      for (int64_t ic = m0; ic < m1; ic += MC)
+        a_block(p, abuf, ic, std::min(MC, m1 - ic), pc, kc, jc, nc, micro_panel);
     }
   }
 }
@@ -614,13 +618,8 @@ void run_shared(const Problem& p, int64_t T) {
         return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
       };
       claim_chunks(T, chunks, [&](int64_t c) {
-        const int64_t ic = c * MC, mc = std::min(MC, p.M - ic);
-        float* abuf = thread_buffers().a.get(static_cast<size_t>(MC * KC));
-        pack_a(p, abuf, ic, mc, pc, kc);
-        for (int64_t jr = 0; jr < nc; jr += NR)
-          row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
-                     static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-                     jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
+        a_block(p, thread_buffers().a.get(static_cast<size_t>(MC * KC)), c * MC,
+                std::min(MC, p.M - c * MC), pc, kc, jc, nc, micro_panel);
       });
     }
   }
@@ -696,10 +695,7 @@ void gemm_pack_panels(int64_t N, int64_t K, const float* Wt, int64_t ldw, float*
 // (0 for j * NR + c >= N); threads take ranges of k, each B row is read once.
 void gemm_pack_panels_nn(int64_t K, int64_t N, const float* B, int64_t ldb, float* dst) {
   parallel_for(K, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k)
-      for (int64_t jr = 0; jr < N; jr += NR)
-        gemm_pack::pack_b_nn<NR>(dst + jr * K + k * NR, B + k * ldb + jr, ldb,
-                                 static_cast<int>(std::min<int64_t>(NR, N - jr)), 1);
+    gemm_pack::pack_b_nn_block<NR>(dst, B, ldb, N, K, k0, k1);
   });
 }
 
