@@ -548,6 +548,28 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
   }
 }
 
+// Packs the (kc x nc) B block at columns jc, K rows pc (nothing for repacked panels):
+// NN B row by row, other B panel by panel; shared: all threads take a part of it.
+void pack_b_block(const Problem& p, float* bblk, int64_t jc, int64_t nc, int64_t pc, int64_t kc,
+                  bool shared) {
+  if (p.b_kind == kPanelF32) return;
+  auto run = [&](int64_t n, const auto& fn) {
+    if (shared)
+      parallel_for(n, fn);
+    else
+      fn(int64_t{0}, n);
+  };
+  if (p.b_kind == kNnF32) {
+    const float* src = static_cast<const float*>(p.B) + pc * p.ldb + jc;
+    run(kc, [&](int64_t k0, int64_t k1) { gemm_pack::pack_b_nn_block<NR>(bblk, src, p.ldb, nc, kc, k0, k1); });
+  } else {
+    run((nc + NR - 1) / NR, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        pack_b(p, bblk + j * NR * kc, jc + j * NR, static_cast<int>(std::min<int64_t>(NR, nc - j * NR)), pc, kc);
+    });
+  }
+}
+
 // One MC-row block: A rows [ic, ic + mc) x K chunk [pc, pc + kc) packed into abuf, then
 // run against the B block's micro-panels (micro_panel(jr), jr < nc, of columns
 // jc + jr), each while the next one is prefetched.
@@ -572,13 +594,7 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
     const int64_t nc = std::min(NC, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      if (p.b_kind == kNnF32)
-        gemm_pack::pack_b_nn_block<NR>(bblk, static_cast<const float*>(p.B) + pc * p.ldb + jc,
-                                       p.ldb, nc, kc);
-      else if (!in_place)
-        for (int64_t jr = 0; jr < nc; jr += NR)
-          pack_b(p, bblk + jr * kc, jc + jr, static_cast<int>(std::min<int64_t>(NR, nc - jr)), pc,
-                 kc);
+      pack_b_block(p, bblk, jc, nc, pc, kc, /*shared=*/false);
       // Micro-panel jr of the block, and the Ahead of the one after it.
       auto micro_panel = [&](int64_t jr) {
         return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
@@ -602,18 +618,7 @@ void run_shared(const Problem& p, int64_t T) {
     const int64_t nc = std::min(NC, p.N - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      if (p.b_kind == kNnF32) {
-        const float* src = static_cast<const float*>(p.B) + pc * p.ldb + jc;
-        parallel_for(kc, [&](int64_t k0, int64_t k1) {
-          gemm_pack::pack_b_nn_block<NR>(bblk, src, p.ldb, nc, kc, k0, k1);
-        });
-      } else if (!in_place) {
-        parallel_for((nc + NR - 1) / NR, [&](int64_t j0, int64_t j1) {
-          for (int64_t j = j0; j < j1; ++j)
-            pack_b(p, bblk + j * NR * kc, jc + j * NR,
-                   static_cast<int>(std::min<int64_t>(NR, nc - j * NR)), pc, kc);
-        });
-      }
+      pack_b_block(p, bblk, jc, nc, pc, kc, /*shared=*/true);
       auto micro_panel = [&](int64_t jr) {
         return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
       };
