@@ -57,18 +57,31 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
   X(bool, qk_norm, false, "RMSNorm on each query and key head before RoPE (Qwen3)")                   \
   X(ModelInit, init, ModelInit::family, "parameter init: family = TorchTitan's for model.name | gpt2 = nanoGPT's normal(0.02), residual outputs 0.02/sqrt(2L)")
 
-#define TITAN_TRAINING_FIELDS(X)                                                                         \
-  X(std::string, dataset, "text", "dataset format of dataset_path: text = one UTF-8 file read as a single token stream; rl_task_sft = demonstrations of training.task (loss on assistant tokens)") \
-  X(std::string, dataset_path, "tinyshakespeare/input.txt", "dataset file; relative paths: current dir, then the shared data dir") \
-  X(int64_t, seq_len, 256, "tokens per training row (context length T)")                                 \
-  X(int64_t, local_batch_size, 8, "rows per microbatch on each data-parallel rank")                      \
-  X(int64_t, global_batch_size, 0, "rows per optimizer step over all ranks (multiple of local × dp; more = grad accumulation); 0 = local × dp") \
-  X(int64_t, steps, 1000, "number of optimizer steps")                                                   \
-  X(double, max_norm, 1.0, "clip the global gradient L2 norm to this value; 0 = no clipping")            \
-  X(int64_t, seed, 42, "seed of parameter init and data order (Philox key)")                             \
-  X(ActivationCheckpoint, activation_checkpoint, ActivationCheckpoint::none, "recompute activations in backward: none | full (per layer)") \
-  X(std::string, task, "", "dataset rl_task_sft: the RL task whose demonstrations are the data (alphabet_sort | gsm8k | mbpp | humaneval)") \
-  X(std::string, task_config, "", "dataset rl_task_sft: JSON object of task settings for make_task, e.g. {\"max_names\": 4}; empty = defaults")
+#define TITAN_TRAINING_FIELDS(X)                                                                   \
+  X(std::string, dataset, "text",                                                                  \
+    "dataset format of dataset_path: text = one UTF-8 file read as a single token stream; "        \
+    "rl_task_sft = demonstrations of training.task (loss on assistant tokens)")                    \
+  X(std::string, dataset_path, "tinyshakespeare/input.txt",                                        \
+    "dataset file; relative paths: current dir, then the shared data dir")                         \
+  X(int64_t, seq_len, 256, "tokens per training row (context length T)")                           \
+  X(int64_t, local_batch_size, 8, "rows per microbatch on each data-parallel rank")                \
+  X(int64_t, global_batch_size, 0,                                                                 \
+    "rows per optimizer step over all ranks (multiple of local × dp; more = grad accumulation); " \
+    "0 = local × dp")                                                                              \
+  X(int64_t, steps, 1000, "number of optimizer steps")                                             \
+  X(double, max_norm, 1.0, "clip the global gradient L2 norm to this value; 0 = no clipping")      \
+  X(int64_t, seed, 42, "seed of parameter init and data order (Philox key)")                       \
+  X(ActivationCheckpoint, activation_checkpoint, ActivationCheckpoint::none,                       \
+    "recompute activations in backward: none | full (per layer)")                                  \
+  X(int64_t, host_cache_mb, 2048,                                                                  \
+    "MiB of freed host blocks (>= 1 MiB each) kept for reuse by the next steps instead of fresh "  \
+    "zero pages (titan/core/host_alloc.h); 0 = off")                                               \
+  X(std::string, task, "",                                                                         \
+    "dataset rl_task_sft: the RL task whose demonstrations are the data (alphabet_sort | gsm8k | " \
+    "mbpp | humaneval)")                                                                           \
+  X(std::string, task_config, "",                                                                  \
+    "dataset rl_task_sft: JSON object of task settings for make_task, e.g. {\"max_names\": 4}; "   \
+    "empty = defaults")
 
 #define TITAN_VALIDATION_FIELDS(X)                                                                       \
   X(bool, enabled, true, "evaluate the loss on the validation split during training")                   \

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "titan/core/error.h"
+#include "titan/core/host_alloc.h"
 #include "titan/core/memory_stats.h"
 
 namespace titan {
@@ -18,6 +19,11 @@ void count_alloc(int64_t n) {
   while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
+// The bytes a storage of nbytes counts as live: its size rounded up to 64 (at least 64),
+// not host_alloc's size class, whose untouched tail costs no memory.
+size_t counted_bytes(size_t nbytes) {
+  return std::max<size_t>((nbytes + 63) / 64 * 64, 64);
+}
 }  // namespace
 
 int64_t storage_bytes_live() { return g_live.load(std::memory_order_relaxed); }
@@ -27,10 +33,9 @@ void reset_storage_peak() { g_peak.store(g_live.load(std::memory_order_relaxed),
 Storage::Storage(size_t nbytes, Device device, bool zero_fill) : nbytes_(nbytes), device_(device) {
   TITAN_CHECK(device.is_cpu(), "Storage: device {} has no CUDA implementation in this build",
               device.str());
-  size_t n = (nbytes + 63) / 64 * 64;
-  if (n == 0) n = 64;
-  data_ = std::aligned_alloc(64, n);
+  data_ = host_alloc(nbytes);
   TITAN_CHECK(data_ != nullptr, "Storage: failed to allocate {} bytes", nbytes);
+  const size_t n = counted_bytes(nbytes);
   count_alloc(static_cast<int64_t>(n));
   if (zero_fill) std::memset(data_, 0, n);
 }
@@ -40,9 +45,8 @@ Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
 
 Storage::~Storage() {
   if (owned_) {
-    std::free(data_);
-    g_live.fetch_sub(static_cast<int64_t>(std::max<size_t>((nbytes_ + 63) / 64 * 64, 64)),
-                     std::memory_order_relaxed);
+    host_free(data_, nbytes_);
+    g_live.fetch_sub(static_cast<int64_t>(counted_bytes(nbytes_)), std::memory_order_relaxed);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "titan/checkpoint/train_checkpoint.h"
 #include "titan/config/resolve.h"
 #include "titan/core/fs.h"
+#include "titan/core/host_alloc.h"
 #include "titan/core/memory_stats.h"
 #include "titan/core/philox.h"
 #include "titan/data/token_cache.h"
@@ -133,6 +134,7 @@ Trainer::~Trainer() = default;
 
 void Trainer::build() {
   config::validate(job_);
+  set_host_cache_limit(static_cast<size_t>(job_.training.host_cache_mb) << 20);
   dump_ = job_.job.dump_folder.empty() ? std::string("outputs/run") : job_.job.dump_folder;
   fs::create_directories(dump_);
   const std::string& tp = job_.model.tokenizer_path;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "titan/core/error.h"
+#include "titan/core/host_alloc.h"
 #include "titan/core/thread_pool.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/kernels/cpu/gemm.h"
@@ -77,8 +78,8 @@ std::vector<int64_t> widen(const char* fn, const I* p, int64_t T) {
 }
 
 // Scratch for one logits tile: rows x chunk columns (a small vocabulary needs only V).
-std::unique_ptr<float[]> tile_buffer(int64_t T, int64_t V) {
-  return std::unique_ptr<float[]>(new float[std::min(T, kCeRowTile) * std::min(V, kVocabChunk)]);
+HostArray<float> tile_buffer(int64_t T, int64_t V) {
+  return HostArray<float>(static_cast<size_t>(std::min(T, kCeRowTile) * std::min(V, kVocabChunk)));
 }
 
 // Logits of `rows` rows h for the vocabulary chunk [c0, c0 + n) into out (row stride
@@ -221,20 +222,20 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
   if (dweight) zero_rows(dweight, V, D);
   if (T == 0) return;
   const int64_t R = cross_entropy_fused_tile_rows(T, V);
-  std::unique_ptr<float[]> buf(new float[R * V]);  // the tile's logits, then its gradient
+  HostArray<float> buf(static_cast<size_t>(R * V));  // the tile's logits, then its gradient
   std::vector<VocabStats> st(static_cast<size_t>(R));
   std::vector<float> zt(static_cast<size_t>(R)), tile_lse(static_cast<size_t>(R));
   // Several tiles: weight packed once for all of them (loss.h, packed_weight_max_bytes).
   // Chunk c0's dhidden panels start at Dp * c0 (Dp: D rounded up to the panel width).
   const int64_t Dp = gemm_panels_size(D, 1);
-  std::unique_ptr<float[]> wt_logits, wt_dhidden;
+  HostArray<float> wt_logits, wt_dhidden;
   const int64_t packed_bytes =
       (gemm_panels_size(V, D) + (dhidden ? Dp * V : 0)) * int64_t{sizeof(float)};
   if (T > R && packed_bytes <= packed_weight_max_bytes) {
-    wt_logits.reset(new float[gemm_panels_size(V, D)]);
+    wt_logits = HostArray<float>(static_cast<size_t>(gemm_panels_size(V, D)));
     gemm_pack_panels(V, D, weight, D, wt_logits.get());
     if (dhidden) {
-      wt_dhidden.reset(new float[Dp * V]);
+      wt_dhidden = HostArray<float>(static_cast<size_t>(Dp * V));
       for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)
         gemm_pack_panels_nn(std::min(kVocabChunk, V - c0), D, weight + c0 * D, D,
                             wt_dhidden.get() + Dp * c0);
@@ -246,8 +247,8 @@ void cross_entropy_fwd_bwd(float* loss_per_row, float* lse, float* dhidden, floa
     std::fill(zt.begin(), zt.end(), 0.0f);
     for (int64_t c0 = 0; c0 < V; c0 += kVocabChunk)  // all chunks' logits stay in buf
       chunk_stats(st.data(), zt.data(), buf.get() + c0, V, h, wt_logits ? wt_logits.get() : weight,
-                  wt_logits != nullptr, targets + r0, rows, D, c0, std::min(kVocabChunk, V - c0),
-                  inv_temperature);
+                  static_cast<bool>(wt_logits), targets + r0, rows, D, c0,
+                  std::min(kVocabChunk, V - c0), inv_temperature);
     finish_loss(loss_per_row + r0, tile_lse.data(), st.data(), zt.data(), targets + r0, rows,
                 ignore_index, z_loss_coef);
     if (lse) std::copy(tile_lse.begin(), tile_lse.begin() + rows, lse + r0);

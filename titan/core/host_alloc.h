@@ -1,0 +1,67 @@
+// Host memory for tensor storage and kernel scratch, with a cache of large blocks.
+//
+// A training step allocates and frees the same large buffers every step (activations,
+// gradients, the fused loss's logits tile and packed weights). Straight from malloc,
+// buffers above glibc's mmap threshold come back as fresh zero pages every time, and
+// the kernel's page faults and page clearing took ~3 % of a `small` step
+// (docs/benchmarks.md, Training, Session 9). host_alloc keeps freed blocks of at least
+// kHostCacheMinBytes in a cache and hands them out again for the same size class, the
+// idea of PyTorch's CUDA caching allocator applied to host memory.
+//
+// - Blocks are 64-byte aligned. Sizes >= kHostCacheMinBytes are rounded up to a size
+//   class (at most 1/8 above the request) so that a cached block fits any request of
+//   its class; smaller sizes go to aligned_alloc / free untouched.
+// - The cache holds at most host_cache_limit() bytes of free blocks, least recently
+//   freed released first. The limit is 0 (no caching) until someone sets it: the
+//   trainer sets `training.host_cache_mb`, since its steps repeat the same sizes; a
+//   generator's batch sizes vary, and cached blocks would count against its memory bound.
+// - Contents of a returned block are unspecified (a reused block holds old data).
+// - Thread-safe (one mutex, taken only for blocks >= kHostCacheMinBytes).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+
+namespace titan {
+
+inline constexpr size_t kHostCacheMinBytes = size_t{1} << 20;
+
+// The number of bytes host_alloc(nbytes) actually reserves (>= nbytes, >= 64, a multiple
+// of 64; the size class for nbytes >= kHostCacheMinBytes).
+size_t host_alloc_size(size_t nbytes);
+// A 64-byte aligned block of host_alloc_size(nbytes) bytes, or nullptr when the system
+// is out of memory (after releasing the cache and trying once more).
+void* host_alloc(size_t nbytes);
+// Returns a block from host_alloc(nbytes) (the same nbytes); nullptr is ignored.
+void host_free(void* p, size_t nbytes);
+
+// Bytes of free blocks held by the cache.
+size_t host_cache_bytes();
+// The cache's limit in bytes; setting it releases blocks beyond the new limit.
+size_t host_cache_limit();
+void set_host_cache_limit(size_t bytes);
+// Releases every cached block to the system.
+void host_cache_release();
+
+// An owning array of n T (trivially constructible) from host_alloc; contents unspecified.
+template <typename T>
+class HostArray {
+ public:
+  HostArray() = default;
+  explicit HostArray(size_t n)
+      : p_(static_cast<T*>(host_alloc(n * sizeof(T))), Free{n * sizeof(T)}) {
+    if (!p_ && n > 0) throw std::bad_alloc();
+  }
+  T* get() const { return p_.get(); }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  struct Free {
+    size_t nbytes = 0;
+    void operator()(T* p) const { host_free(p, nbytes); }
+  };
+  std::unique_ptr<T, Free> p_;
+};
+
+}  // namespace titan
