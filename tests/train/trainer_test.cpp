@@ -24,6 +24,8 @@
 #include "tests/train/train_test_util.h"
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
+#include "titan/core/error.h"
+#include "titan/core/host_alloc.h"
 #include "titan/data/byte_tokenizer.h"
 #include "titan/models/family.h"
 #include "titan/ops/loss.h"
@@ -291,6 +293,27 @@ TEST(TrainerInit, ShakespeareCharStartsNearUniform) {
   EXPECT_NEAR(train::Trainer(job).evaluate(), ln_v, 0.1);
   job.model.init = config::ModelInit::family;
   EXPECT_GT(train::Trainer(job).evaluate(), ln_v + 2.0);
+  fs::remove_all(dump);
+}
+
+TEST(TrainerHostCache, SetsTheLimitFromTheConfigAndRestoresIt) {
+  const std::string dump = fresh_dir("host_cache");
+  auto job = config::resolve_config("shakespeare_char", std::nullopt,
+                                    {"--job.dump_folder=" + dump, "--training.host_cache_mb=37"});
+  const size_t before = host_cache_limit();
+  {
+    train::Trainer t(job);
+    EXPECT_EQ(host_cache_limit(), size_t{37} << 20);
+  }
+  EXPECT_EQ(host_cache_limit(), before);
+  job.training.host_cache_mb = -1;
+  try {
+    train::Trainer t(job);
+    ADD_FAILURE() << "host_cache_mb = -1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training.host_cache_mb=-1"), std::string::npos)
+        << e.what();
+  }
   fs::remove_all(dump);
 }
 

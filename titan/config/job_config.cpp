@@ -47,7 +47,8 @@ void validate_training(const JobConfig& c) {
   non_negative(t.global_batch_size, "training.global_batch_size");
   non_negative(t.steps, "training.steps");
   non_negative(t.max_norm, "training.max_norm");
-  non_negative(t.host_cache_mb, "training.host_cache_mb");
+  TITAN_CHECK(t.host_cache_mb >= 0 && t.host_cache_mb <= (int64_t{1} << 30),
+              "training.host_cache_mb={} must be in [0, 2^30] (MiB)", t.host_cache_mb);
   const int64_t per_micro = t.local_batch_size * c.parallelism.data_parallel_degree;
   TITAN_CHECK(effective_global_batch_size(c) % per_micro == 0,
               "training.global_batch_size={} must be a multiple of training.local_batch_size × "

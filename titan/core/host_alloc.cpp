@@ -12,6 +12,18 @@ namespace titan {
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitizedAddresses = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitizedAddresses = true;
+#else
+constexpr bool kSanitizedAddresses = false;
+#endif
+#else
+constexpr bool kSanitizedAddresses = false;
+#endif
+
 struct Cache {
   std::mutex mu;
   // Free blocks by size class, each list in the order they were freed (seq ascending).
@@ -42,9 +54,10 @@ Cache& cache() {
 }  // namespace
 
 size_t host_alloc_size(size_t nbytes) {
-  if (nbytes < kHostCacheMinBytes) return std::max<size_t>((nbytes + 63) / 64 * 64, 64);
-  const size_t gran = std::bit_floor(nbytes) / 8;  // classes 1/8 of a power of two apart
-  return (nbytes + gran - 1) / gran * gran;
+  const size_t n = std::max<size_t>((nbytes + 63) / 64 * 64, 64);
+  if (n < kHostCacheMinBytes) return n;
+  const size_t gran = std::bit_floor(n) / 8;  // classes 1/8 of a power of two apart
+  return (n + gran - 1) / gran * gran;
 }
 
 void* host_alloc(size_t nbytes) {
@@ -72,7 +85,7 @@ void host_free(void* p, size_t nbytes) {
   if (n >= kHostCacheMinBytes) {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
-    if (n <= c.limit) {
+    if (n <= c.limit && !kSanitizedAddresses) {
       c.free[n].emplace_back(c.seq++, p);
       c.bytes += n;
       c.trim(c.limit);

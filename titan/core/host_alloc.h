@@ -8,13 +8,15 @@
 // kHostCacheMinBytes in a cache and hands them out again for the same size class, the
 // idea of PyTorch's CUDA caching allocator applied to host memory.
 //
-// - Blocks are 64-byte aligned. Sizes >= kHostCacheMinBytes are rounded up to a size
-//   class (at most 1/8 above the request) so that a cached block fits any request of
-//   its class; smaller sizes go to aligned_alloc / free untouched.
+// - Blocks are 64-byte aligned. Requests are rounded up to 64 bytes; those that reach
+//   kHostCacheMinBytes then to a size class (at most 1/8 above the request) so that a
+//   cached block fits any request of its class; smaller ones go to aligned_alloc / free
+//   untouched.
 // - The cache holds at most host_cache_limit() bytes of free blocks, least recently
 //   freed released first. The limit is 0 (no caching) until someone sets it: the
 //   trainer sets `training.host_cache_mb`, since its steps repeat the same sizes; a
 //   generator's batch sizes vary, and cached blocks would count against its memory bound.
+//   Under AddressSanitizer nothing is cached, so that a use after free stays visible.
 // - Contents of a returned block are unspecified (a reused block holds old data).
 // - Thread-safe (one mutex, taken only for blocks >= kHostCacheMinBytes).
 #pragma once

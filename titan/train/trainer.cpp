@@ -130,10 +130,13 @@ struct Trainer::Ckpt {
 };
 
 Trainer::Trainer(const config::JobConfig& job) : job_(job) { build(); }
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  set_host_cache_limit(host_cache_limit_before_);
+}
 
 void Trainer::build() {
   config::validate(job_);
+  host_cache_limit_before_ = host_cache_limit();
   set_host_cache_limit(static_cast<size_t>(job_.training.host_cache_mb) << 20);
   dump_ = job_.job.dump_folder.empty() ? std::string("outputs/run") : job_.job.dump_folder;
   fs::create_directories(dump_);

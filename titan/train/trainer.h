@@ -64,6 +64,7 @@ class Trainer {
   bool log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) const;
 
   config::JobConfig job_;
+  size_t host_cache_limit_before_ = 0;  // restored by ~Trainer (training.host_cache_mb)
   std::string dump_;
   std::unique_ptr<data::Tokenizer> tok_;
   std::unique_ptr<models::Decoder> model_;
