@@ -306,6 +306,11 @@ TEST(TrainerHostCache, SetsTheLimitFromTheConfigAndRestoresIt) {
     EXPECT_EQ(host_cache_limit(), size_t{37} << 20);
   }
   EXPECT_EQ(host_cache_limit(), before);
+  // A build that fails after setting the limit (the dataset is missing) restores it too.
+  auto missing = job;
+  missing.training.dataset_path = dump + "/no_such_input.txt";
+  EXPECT_THROW(train::Trainer{missing}, Error);
+  EXPECT_EQ(host_cache_limit(), before);
   job.training.host_cache_mb = -1;
   try {
     train::Trainer t(job);

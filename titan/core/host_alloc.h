@@ -46,6 +46,21 @@ void set_host_cache_limit(size_t bytes);
 // Releases every cached block to the system.
 void host_cache_release();
 
+// Sets the cache limit for its lifetime and then restores the one before (the trainer
+// holds one: a constructor that throws half-way still restores the limit).
+class ScopedHostCacheLimit {
+ public:
+  explicit ScopedHostCacheLimit(size_t bytes) : before_(host_cache_limit()) {
+    set_host_cache_limit(bytes);
+  }
+  ~ScopedHostCacheLimit() { set_host_cache_limit(before_); }
+  ScopedHostCacheLimit(const ScopedHostCacheLimit&) = delete;
+  ScopedHostCacheLimit& operator=(const ScopedHostCacheLimit&) = delete;
+
+ private:
+  size_t before_;
+};
+
 // An owning array of n T (trivially constructible) from host_alloc; contents unspecified.
 template <typename T>
 class HostArray {

@@ -130,14 +130,11 @@ struct Trainer::Ckpt {
 };
 
 Trainer::Trainer(const config::JobConfig& job) : job_(job) { build(); }
-Trainer::~Trainer() {
-  set_host_cache_limit(host_cache_limit_before_);
-}
+Trainer::~Trainer() = default;
 
 void Trainer::build() {
   config::validate(job_);
-  host_cache_limit_before_ = host_cache_limit();
-  set_host_cache_limit(static_cast<size_t>(job_.training.host_cache_mb) << 20);
+  host_cache_.emplace(static_cast<size_t>(job_.training.host_cache_mb) << 20);
   dump_ = job_.job.dump_folder.empty() ? std::string("outputs/run") : job_.job.dump_folder;
   fs::create_directories(dump_);
   const std::string& tp = job_.model.tokenizer_path;

@@ -6,10 +6,12 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "titan/config/job_config.h"
+#include "titan/core/host_alloc.h"
 #include "titan/data/loader.h"
 #include "titan/data/masked_documents.h"
 #include "titan/data/tokenizer.h"
@@ -64,7 +66,7 @@ class Trainer {
   bool log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) const;
 
   config::JobConfig job_;
-  size_t host_cache_limit_before_ = 0;  // restored by ~Trainer (training.host_cache_mb)
+  std::optional<ScopedHostCacheLimit> host_cache_;  // training.host_cache_mb while alive
   std::string dump_;
   std::unique_ptr<data::Tokenizer> tok_;
   std::unique_ptr<models::Decoder> model_;
