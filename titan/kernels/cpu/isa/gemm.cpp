@@ -583,26 +583,41 @@ void a_block(const Problem& p, float* abuf, int64_t ic, int64_t mc, int64_t pc, 
                jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
 }
 
-// Many rows: BLIS loop order. A B block (KC x NC) is packed once per (jc, pc) and
-// shared by all MC row blocks; its micro-panels stay in L1 across the row panels.
-void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  Buffers& buf = thread_buffers();
+// The B blocks of columns [n0, n1) in BLIS order (jc over NC, then pc over KC): each is
+// packed into bblk (nothing for repacked panels; shared: by all threads together), then
+// fn(jc, nc, pc, kc, micro_panel) runs, micro_panel(jr) being the block's micro-panel of
+// columns jc + jr.
+template <typename Fn>
+void for_each_b_block(const Problem& p, float* bblk, int64_t n0, int64_t n1, bool shared,
+                      const Fn& fn) {
   const bool in_place = p.b_kind == kPanelF32;  // repacked: micro-panels read where they lie
-  float* abuf = buf.a.get(static_cast<size_t>(MC * KC));
-  float* bblk = in_place ? nullptr : buf.bblock.get(static_cast<size_t>(KC * NC));
   for (int64_t jc = n0; jc < n1; jc += NC) {
     const int64_t nc = std::min(NC, n1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += KC) {
       const int64_t kc = std::min(KC, p.K - pc);
-      pack_b_block(p, bblk, jc, nc, pc, kc, /*shared=*/false);
-      // Micro-panel jr of the block, and the Ahead of the one after it.
+      pack_b_block(p, bblk, jc, nc, pc, kc, shared);
       auto micro_panel = [&](int64_t jr) {
         return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
       };
-      for (int64_t ic = m0; ic < m1; ic += MC)
-        a_block(p, abuf, ic, std::min(MC, m1 - ic), pc, kc, jc, nc, micro_panel);
+      fn(jc, nc, pc, kc, micro_panel);
     }
   }
+}
+// The B block buffer of the calling thread (null for repacked panels).
+float* b_block_buffer(const Problem& p) {
+  return p.b_kind == kPanelF32 ? nullptr
+                               : thread_buffers().bblock.get(static_cast<size_t>(KC * NC));
+}
+
+// Many rows: BLIS loop order. A B block (KC x NC) is packed once per (jc, pc) and
+// shared by all MC row blocks; its micro-panels stay in L1 across the row panels.
+void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+  float* abuf = thread_buffers().a.get(static_cast<size_t>(MC * KC));
+  for_each_b_block(p, b_block_buffer(p), n0, n1, /*shared=*/false,
+                   [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc, const auto& micro_panel) {
+                     for (int64_t ic = m0; ic < m1; ic += MC)
+                       a_block(p, abuf, ic, std::min(MC, m1 - ic), pc, kc, jc, nc, micro_panel);
+                   });
 }
 
 // Many rows on T threads (BLIS's shared B block): per (NC, KC) block, the threads pack
@@ -611,23 +626,14 @@ void run_blocked(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n
 // against the whole B block. Every A and B element is packed once, and a thread slowed
 // down by the shared machine holds the call up by at most one chunk.
 void run_shared(const Problem& p, int64_t T) {
-  const bool in_place = p.b_kind == kPanelF32;
-  float* bblk = in_place ? nullptr : thread_buffers().bblock.get(static_cast<size_t>(KC * NC));
   const int64_t chunks = (p.M + MC - 1) / MC;
-  for (int64_t jc = 0; jc < p.N; jc += NC) {
-    const int64_t nc = std::min(NC, p.N - jc);
-    for (int64_t pc = 0; pc < p.K; pc += KC) {
-      const int64_t kc = std::min(KC, p.K - pc);
-      pack_b_block(p, bblk, jc, nc, pc, kc, /*shared=*/true);
-      auto micro_panel = [&](int64_t jr) {
-        return in_place ? panel_at(p, jc + jr, pc) : bblk + jr * kc;
-      };
-      claim_chunks(T, chunks, [&](int64_t c) {
-        a_block(p, thread_buffers().a.get(static_cast<size_t>(MC * KC)), c * MC,
-                std::min(MC, p.M - c * MC), pc, kc, jc, nc, micro_panel);
-      });
-    }
-  }
+  for_each_b_block(p, b_block_buffer(p), 0, p.N, /*shared=*/true,
+                   [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc, const auto& micro_panel) {
+                     claim_chunks(T, chunks, [&](int64_t c) {
+                       a_block(p, thread_buffers().a.get(static_cast<size_t>(MC * KC)), c * MC,
+                               std::min(MC, p.M - c * MC), pc, kc, jc, nc, micro_panel);
+                     });
+                   });
 }
 
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
