@@ -2,10 +2,18 @@
 (bench/train_torch.py, same model, batch, optimizer) in one run, plus titan.cpp
 with training.activation_checkpoint=full vs none. Used by bench/train_bench.sh.
 
-Usage: train_bench.py BUILD_DIR [--small-steps 4] [--shakespeare-steps 40] [--only small|shakespeare_char]
+Usage: train_bench.py BUILD_DIR [--small-steps 6] [--shakespeare-steps 40] [--warmup-steps 2]
+                      [--peer-openblas-core CORE] [--only small|shakespeare_char]
 Both sides use 2 threads (TITAN_NUM_THREADS=2; torch.set_num_threads(2) with
 OMP_WAIT_POLICY=PASSIVE, the PyTorch peer's best setting in perf-anchors.md).
-tokens/s = batch x seq / median step time over steps 2..N (step 1 is warm-up).
+The peer's OpenBLAS kernels: OpenBLAS picks them from the CPU (on the Zen5 machine,
+"Cooperlake", AVX-512). An OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE pinned in the environment
+(the project's machines pin "Haswell", AVX2, which halves OpenBLAS's GEMM rate on an
+AVX-512 CPU: 4096x512x1536 at 2 threads, 236 vs 449 GFLOP/s) is removed for the peer;
+--peer-openblas-core CORE sets one instead. The core OpenBLAS ran is printed.
+tokens/s = batch x seq / median step time over the steps after the first --warmup-steps
+(the same steps on both sides; PyTorch's first steps are slow while its allocator and
+OpenBLAS warm up).
 Peak RSS: /usr/bin/time -v (maximum resident set size of the whole process).
 titan's working memory per step: metrics.jsonl mem_step_mb = peak tensor-storage
 bytes during the step above those live at its start (weights + optimizer state):
@@ -37,7 +45,11 @@ def peak_rss_mb(time_stderr):
     return int(m.group(1)) / 1024.0 if m else float("nan")
 
 
-def run_titan(build, cfg, steps, work, extra=()):
+def median_after_warmup(step_ms, warmup):
+    return statistics.median(step_ms[warmup:] or step_ms)
+
+
+def run_titan(build, cfg, steps, warmup, work, extra=()):
     dump = os.path.join(work, "titan_" + cfg + "_" + "_".join(e.split("=")[-1] for e in extra))
     shutil.rmtree(dump, ignore_errors=True)
     cmd = ["/usr/bin/time", "-v", os.path.join(build, "titan"), "train", *TITAN_ARGS[cfg],
@@ -48,8 +60,8 @@ def run_titan(build, cfg, steps, work, extra=()):
     if p.returncode != 0:
         sys.exit(f"titan failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
     rows = [json.loads(l) for l in open(os.path.join(dump, "metrics.jsonl")) if '"loss"' in l]
-    timed = rows[1:] or rows
-    step_ms = statistics.median(r["step_ms"] for r in timed)
+    timed = rows[warmup:] or rows
+    step_ms = median_after_warmup([r["step_ms"] for r in rows], warmup)
     tokens = rows[0]["tokens_per_s"] * rows[0]["step_ms"] / 1e3
     return {"tokens_per_s": tokens / (step_ms / 1e3), "step_ms": step_ms, "peak_rss_mb": peak_rss_mb(p.stderr),
             "cpu_s": cpu_s(p.stderr), "wall_s": sum(r["step_ms"] for r in rows) / 1e3,
@@ -58,26 +70,33 @@ def run_titan(build, cfg, steps, work, extra=()):
             "losses": [r["loss"] for r in rows], "all_step_ms": [round(r["step_ms"], 1) for r in rows]}
 
 
-def run_torch(cfg, steps):
+def run_torch(cfg, steps, warmup, openblas_core):
     cmd = ["/usr/bin/time", "-v", "/usr/bin/python3", os.path.join(HERE, "train_torch.py"), "--config", cfg,
            "--steps", str(steps), "--threads", "2"]
     if cfg == "shakespeare_char":
         cmd += ["--data", os.path.join(SHARED, "data", "tinyshakespeare", "input.txt")]
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env.update(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_VERBOSE="2")  # verbose 2: OpenBLAS prints "Core: <name>"
+    if openblas_core:
+        env["OPENBLAS_CORETYPE"] = openblas_core
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"torch failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    return {"tokens_per_s": out["tokens_per_s"], "step_ms": out["median_step_ms"],
+    step_ms = median_after_warmup(out["step_ms"], warmup)
+    return {"tokens_per_s": out["batch"] * out["seq"] / (step_ms / 1e3), "step_ms": step_ms,
             "peak_rss_mb": peak_rss_mb(p.stderr), "losses": out["losses"], "cpu_s": cpu_s(p.stderr),
             "wall_s": sum(out["step_ms"]) / 1e3,
-            "all_step_ms": [round(x, 1) for x in out["step_ms"]]}
+            "all_step_ms": [round(x, 1) for x in out["step_ms"]],
+            "openblas_core": (re.findall(r"Core: (\S+)", p.stderr) or ["?"])[-1]}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
-    ap.add_argument("--small-steps", type=int, default=4)
+    ap.add_argument("--small-steps", type=int, default=6)
+    ap.add_argument("--warmup-steps", type=int, default=2, help="first steps left out of the median")
+    ap.add_argument("--peer-openblas-core", help="OPENBLAS_CORETYPE for PyTorch (default: OpenBLAS's own choice)")
     ap.add_argument("--shakespeare-steps", type=int, default=40)
     ap.add_argument("--only", choices=["small", "shakespeare_char"])
     a = ap.parse_args()
@@ -86,11 +105,12 @@ def main():
     for cfg, steps in (("shakespeare_char", a.shakespeare_steps), ("small", a.small_steps)):
         if a.only and cfg != a.only:
             continue
-        t = run_titan(a.build, cfg, steps, work)
-        p = run_torch(cfg, steps)
-        ac = run_titan(a.build, cfg, steps, work, ["--training.activation_checkpoint=full"])
+        t = run_titan(a.build, cfg, steps, a.warmup_steps, work)
+        p = run_torch(cfg, steps, a.warmup_steps, a.peer_openblas_core)
+        ac = run_titan(a.build, cfg, steps, a.warmup_steps, work, ["--training.activation_checkpoint=full"])
         results[cfg] = {"titan": t, "torch": p, "titan_ac_full": ac}
-        print(f"\n## {cfg}: {steps} steps, 2 threads", flush=True)
+        print(f"\n## {cfg}: {steps} steps ({a.warmup_steps} warm-up), 2 threads; PyTorch's OpenBLAS core: "
+              f"{p['openblas_core']}", flush=True)
         print("| run | tokens/s | median step ms | peak RSS MiB | titan step working memory MiB | MFU | "
               "process CPU s (all steps + start-up) | wall s in steps |")
         print("|---|---|---|---|---|---|---|---|")
