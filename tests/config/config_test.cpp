@@ -186,6 +186,11 @@ TEST(Config, ValidationNamesTheFields) {
             "parallelism.data_parallel_degree = 4");
   EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.n_kv_heads=3"}); }),
             "model.n_heads=4 must be a multiple of model.n_kv_heads=3");
+  EXPECT_EQ(
+      error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"metrics.peak_flops=-1"}); }),
+      "metrics.peak_flops=-1 must be >= 0 (0 = auto)");
+  EXPECT_EQ(tc::resolve_config("debugmodel", std::nullopt, {}).metrics.peak_flops,
+            0.0);  // auto by default
   tc::JobConfig c = tc::resolve_config("debugmodel", std::nullopt, {"training.global_batch_size=12"});
   EXPECT_EQ(tc::grad_accum_steps(c), 3);
 }

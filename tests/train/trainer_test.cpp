@@ -26,7 +26,9 @@
 #include "titan/checkpoint/hf_config.h"
 #include "titan/core/error.h"
 #include "titan/core/host_alloc.h"
+#include "titan/core/thread_pool.h"
 #include "titan/data/byte_tokenizer.h"
+#include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
 #include "titan/ops/loss.h"
 #include "titan/train/metrics.h"
@@ -294,6 +296,14 @@ TEST(TrainerInit, ShakespeareCharStartsNearUniform) {
   job.model.init = config::ModelInit::family;
   EXPECT_GT(train::Trainer(job).evaluate(), ln_v + 2.0);
   fs::remove_all(dump);
+}
+
+// MFU's denominator: the configured peak, or (0 = auto) the per-core peak measured for
+// the ISA the kernels run (docs/benchmarks.md) times the pool's threads.
+TEST(TrainerMfu, AutoPeakIsThePerCorePeakOfTheKernelIsaTimesThreads) {
+  EXPECT_EQ(train::mfu_peak_flops(7e9), 7e9);
+  const bool avx512 = titan::kernels::cpu::cpu_isa() == titan::kernels::cpu::Isa::avx512;
+  EXPECT_EQ(train::mfu_peak_flops(0.0), (avx512 ? 259.5e9 : 91.5e9) * titan::num_threads());
 }
 
 TEST(TrainerHostCache, SetsTheLimitFromTheConfigAndRestoresIt) {

@@ -1,5 +1,7 @@
 #include "titan/config/job_config.h"
 
+#include <cmath>
+
 #include "titan/core/error.h"
 
 namespace titan::config {
@@ -84,7 +86,8 @@ void validate_io(const JobConfig& c) {
   positive(k.interval, "checkpoint.interval");
   non_negative(k.keep_latest_k, "checkpoint.keep_latest_k");
   positive(c.metrics.log_freq, "metrics.log_freq");
-  TITAN_CHECK(c.metrics.peak_flops > 0.0, "metrics.peak_flops={} must be > 0", c.metrics.peak_flops);
+  TITAN_CHECK(c.metrics.peak_flops >= 0.0 && std::isfinite(c.metrics.peak_flops),
+              "metrics.peak_flops={} must be >= 0 (0 = auto)", c.metrics.peak_flops);
   positive(c.parallelism.data_parallel_degree, "parallelism.data_parallel_degree");
 }
 

@@ -25,12 +25,15 @@ TITAN_CONFIG_ENUM(DecayType, cosine, linear, wsd, constant)
 TITAN_CONFIG_ENUM(AsyncMode, disabled, async)
 TITAN_CONFIG_ENUM(RLAlgorithm, grpo, dapo)
 
-// fp32 peak FLOP/s of the 2-core AMD EPYC Zen3 (AVX2+FMA) machine class, the MFU
-// denominator unless metrics.peak_flops is overridden: two threads each running
-// 12 independent 8-lane FMA chains measured 181-183 GFLOP/s together (91-94 per
-// core = 2 FMA pipes × 8 lanes × 2 FLOP × ~2.9 GHz). Method and program:
-// docs/benchmarks.md, section "config: fp32 peak FLOP/s".
-inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
+// fp32 peak FLOP/s per core of the machine classes the kernels were measured on; the
+// MFU denominator (times the job's threads) when metrics.peak_flops is 0 (auto), picked
+// by the ISA the kernels run (kernels::cpu::cpu_isa()). Each thread runs 12 independent
+// FMA chains, timed by its own CPU time; two threads at once sum to twice one.
+// Method and program: docs/benchmarks.md, section "config: fp32 peak FLOP/s".
+//  - AVX2: AMD EPYC Zen3, 91-94 GFLOP/s per core (2 FMA pipes x 8 lanes x 2 x ~2.9 GHz);
+//  - AVX-512: AMD EPYC Zen5, 258-261 GFLOP/s per core (2 pipes x 16 lanes x 2 x ~4.1 GHz).
+inline constexpr double kPeakFlopsPerCoreAvx2 = 91.5e9;
+inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
 
 #define TITAN_JOB_FIELDS(X)                                                                              \
   X(std::string, dump_folder, "", "output directory (checkpoints, metrics.jsonl, config.toml); empty = outputs/<recipe>") \
@@ -119,10 +122,12 @@ inline constexpr double kMeasuredPeakFlopsF32 = 183e9;
   X(AsyncMode, async_mode, AsyncMode::disabled, "disabled | async (write in a background thread after a snapshot)") \
   X(bool, export_hf, false, "also write the final weights as Hugging Face safetensors")
 
-#define TITAN_METRICS_FIELDS(X)                                                                          \
-  X(int64_t, log_freq, 10, "print a console line every this many steps")                                 \
-  X(bool, jsonl, true, "append one JSON object per step to <dump_folder>/metrics.jsonl")                 \
-  X(double, peak_flops, kMeasuredPeakFlopsF32, "peak FLOP/s of the whole job for MFU (default: measured fp32 peak of the 2-core Zen3 machine)")
+#define TITAN_METRICS_FIELDS(X)                                                                \
+  X(int64_t, log_freq, 10, "print a console line every this many steps")                       \
+  X(bool, jsonl, true, "append one JSON object per step to <dump_folder>/metrics.jsonl")       \
+  X(double, peak_flops, 0.0,                                                                   \
+    "peak FLOP/s of the whole job for MFU; 0 = auto: the measured fp32 peak per core for the " \
+    "kernels' ISA x threads")
 
 #define TITAN_GENERATOR_FIELDS(X)                                                                        \
   X(int64_t, kv_cache_bytes, int64_t{1} << 30, "bytes reserved for the paged KV cache")                  \

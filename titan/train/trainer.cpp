@@ -55,6 +55,14 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 }  // namespace
 
+double mfu_peak_flops(double configured) {
+  if (configured > 0.0) return configured;
+  const double per_core = kernels::cpu::cpu_isa() == kernels::cpu::Isa::avx512
+                              ? config::kPeakFlopsPerCoreAvx512
+                              : config::kPeakFlopsPerCoreAvx2;
+  return per_core * num_threads();
+}
+
 models::TransformerConfig model_config_from_job(const config::JobConfig& job, int64_t tok_vocab) {
   const auto& m = job.model;
   models::TransformerConfig c;
@@ -312,6 +320,7 @@ TrainResult Trainer::train() {
   MetricsLogger metrics(dump_ + "/metrics.jsonl", resumed);
   SignalGuard signals;
   const double flops_per_token = model_->config().train_flops_per_token(job_.training.seq_len);
+  const double peak_flops = mfu_peak_flops(job_.metrics.peak_flops);
   const int64_t total = job_.training.steps;
   fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}\n",
              model_->config().family, model_->num_parameters(), model_->config().num_hidden_layers,
@@ -338,11 +347,16 @@ TrainResult Trainer::train() {
     const double step_ms = ms_between(t0, t1);
     const double tps = tokens / (step_ms / 1000.0);
     const int64_t done = step + 1;
-    nlohmann::json row = {{"step", done},          {"loss", loss},
-                          {"lr", lr},              {"grad_norm", gnorm},
-                          {"tokens_per_s", tps},   {"mfu", flops_per_token * tps / job_.metrics.peak_flops},
-                          {"step_ms", step_ms},    {"rss_mb", rss_mb()},
-                          {"mem_base_mb", mem_base / kMiB}, {"mem_step_mb", (mem_peak - mem_base) / kMiB}};
+    nlohmann::json row = {{"step", done},
+                          {"loss", loss},
+                          {"lr", lr},
+                          {"grad_norm", gnorm},
+                          {"tokens_per_s", tps},
+                          {"mfu", flops_per_token * tps / peak_flops},
+                          {"step_ms", step_ms},
+                          {"rss_mb", rss_mb()},
+                          {"mem_base_mb", mem_base / kMiB},
+                          {"mem_step_mb", (mem_peak - mem_base) / kMiB}};
     res.final_loss = loss;
     const bool last = done == total;
     if (job_.validation.enabled && (done % job_.validation.freq == 0 || last)) {

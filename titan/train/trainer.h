@@ -25,6 +25,11 @@ namespace titan::train {
 // shape fields (vocab_size 0 = the tokenizer's). Throws titan::Error on bad values.
 models::TransformerConfig model_config_from_job(const config::JobConfig& job, int64_t tokenizer_vocab);
 
+// The MFU denominator in FLOP/s: `configured` (metrics.peak_flops) when > 0; when 0, the
+// measured fp32 peak per core of the ISA the kernels run (config::kPeakFlopsPerCoreAvx2
+// or ...Avx512) times num_threads().
+double mfu_peak_flops(double configured);
+
 // optimizer / lr_scheduler sections → optim configs.
 optim::OptimizerConfig optimizer_config_from_job(const config::JobConfig& job);
 optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job);
