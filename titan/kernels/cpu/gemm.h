@@ -18,7 +18,7 @@
 //
 // Implementation: titan/kernels/cpu/isa/gemm.cpp (Goto/BLIS blocking: B packed in
 // NR-wide panels, an MR x NR tile of C in registers: 6 x 16 on AVX2, 14 x 32 on
-// AVX-512; K blocked by 512 on AVX2, 256 on AVX-512, 64 on the few-row path; the
+// AVX-512; K blocked by 512, 64 on the few-row path; the
 // rows-in-lanes decode path for M <= 8 / 16). Source of the method: Goto & van de
 // Geijn, "Anatomy of High-Performance Matrix Multiplication", ACM TOMS 34(3), 2008.
 //

@@ -60,7 +60,11 @@ constexpr int NR = NV * W;   // C-tile columns: 16 (AVX2), 32 (AVX-512)
 #if defined(TITAN_ISA_AVX512)
 constexpr int MR = 14;       // 28 zmm accumulators + 2 B + 1 broadcast of 32
 constexpr int64_t MC = 14 * 16;
-constexpr int64_t KC = 256;  // B micro-panel KC x NR: 32 KiB
+// KC = 512 (B micro-panel 64 KiB, past the 48 KiB L1 but streamed from L2; A block
+// 448 KiB in L2): on the Zen5 machine the GEMMs of a `small` training step took
+// 2.63-2.68 s against 2.81-2.84 s with KC = 256, and the step 4.5 % less
+// (docs/benchmarks.md, Training, session 10).
+constexpr int64_t KC = 512;
 #else
 constexpr int MR = 6;        // 12 ymm accumulators + 2 B + 1 broadcast of 16
 // KC = 512 (B micro-panel 32 KiB, A block 144 KiB in L2) halves the reloads of the C
