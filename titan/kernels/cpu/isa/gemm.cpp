@@ -520,8 +520,9 @@ Ahead next_nt_panel(const Problem& p, int64_t jr, int64_t n1, int64_t pc, int64_
 // once, so B is read from memory exactly once per K chunk with no KC x NC block
 // written to and reread from L3 (at these M, run_blocked's B-block traffic costs as
 // much as the FMAs). Used for
-//  - few rows with fp32 "NN" B (nn_in_place): B rows are already NR-contiguous, so
-//    full panels are read in place (no copy); the column tail is packed with zero padding;
+//  - few rows with fp32 "NN" B, and on AVX-512 medium rows with it too (nn_in_place): B
+//    rows are already NR-contiguous, so full panels are read in place (no copy); the
+//    column tail is packed with zero padding;
 //  - medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task): every
 //    micro-panel is packed into L1 right before use (it is reused by up to 24 row
 //    panels, so a contiguous copy is worth its cost); for NT weights the next
@@ -640,12 +641,24 @@ void run_shared(const Problem& p, int64_t T) {
                    });
 }
 
+// Medium rows with fp32 "NN" B (the dX and dW products of small training shapes): read
+// the full micro-panels in place instead of copying each one first. On the Zen5
+// machine (AVX-512, 48 KiB L1) shakespeare_char steps ran 22.5-22.7 ms against
+// 22.9-23.5 ms and `small` steps ~1.5 % faster (docs/benchmarks.md, Training, session
+// 10); AVX2 (measured on Zen3 when the copy was introduced) keeps the copy.
+#if defined(TITAN_ISA_AVX512)
+constexpr bool kMediumNnInPlace = true;
+#else
+constexpr bool kMediumNnInPlace = false;
+#endif
+
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
   if (p.b_kind != kNnF32 && p.b_kind != kPanelF32 && m1 - m0 <= kFewRows)
     return run_few_rows(p, m0, m1, n0, n1);
-  if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
+  if (m1 - m0 <= kMediumRows)
+    return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/kMediumNnInPlace && p.b_kind == kNnF32);
   run_blocked(p, m0, m1, n0, n1);
 }
 
