@@ -523,11 +523,11 @@ Ahead next_nt_panel(const Problem& p, int64_t jr, int64_t n1, int64_t pc, int64_
 //  - few rows with fp32 "NN" B, and on AVX-512 medium rows with it too (nn_in_place): B
 //    rows are already NR-contiguous, so full panels are read in place (no copy); the
 //    column tail is packed with zero padding;
-//  - medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task): every
-//    micro-panel is packed into L1 right before use (it is reused by up to 24 row
-//    panels, so a contiguous copy is worth its cost); for NT weights the next
-//    micro-panel's NR weight rows are pulled into L2 during the current one's FMAs,
-//    so packing does not wait on memory while the FMA pipes sit idle.
+//  - medium rows (kFewRows < rows <= kMediumRows, e.g. M = 64-144 per task) with other
+//    B (any B on AVX2): every micro-panel is packed into L1 right before use (it is reused by up to
+//    24 row panels, so a contiguous copy is worth its cost); for NT weights the next micro-panel's
+//    NR weight rows are pulled into L2 during the current one's FMAs, so packing does not wait on
+//    memory while the FMA pipes sit idle.
 void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, bool nn_in_place) {
   Buffers& buf = thread_buffers();
   const int64_t mc = m1 - m0;
@@ -643,9 +643,10 @@ void run_shared(const Problem& p, int64_t T) {
 
 // Medium rows with fp32 "NN" B (the dX and dW products of small training shapes): read
 // the full micro-panels in place instead of copying each one first. On the Zen5
-// machine (AVX-512, 48 KiB L1) shakespeare_char steps ran 22.5-22.7 ms against
-// 22.9-23.5 ms and `small` steps ~1.5 % faster (docs/benchmarks.md, Training, session
-// 10); AVX2 (measured on Zen3 when the copy was introduced) keeps the copy.
+// machine (AVX-512, 48 KiB L1), 4 alternating rounds: shakespeare_char median steps
+// 22.48-23.73 ms against 22.89-23.51 (3 rounds of 4 faster), `small` steps 2962-2972
+// ms against 2968-3059 (2 rounds of 3 faster); ~1.5 % (docs/benchmarks.md, Training,
+// session 10). AVX2 (measured on Zen3 when the copy was introduced) keeps the copy.
 #if defined(TITAN_ISA_AVX512)
 constexpr bool kMediumNnInPlace = true;
 #else
