@@ -2,7 +2,7 @@
 (bench/train_torch.py, same model, batch, optimizer) in one run, plus titan.cpp
 with training.activation_checkpoint=full vs none. Used by bench/train_bench.sh.
 
-Usage: train_bench.py BUILD_DIR [--small-steps 6] [--shakespeare-steps 40] [--warmup-steps 2]
+Usage: train_bench.py BUILD_DIR [--small-steps 8] [--shakespeare-steps 40] [--warmup-steps 3]
                       [--peer-openblas-core CORE] [--only small|shakespeare_char]
 Both sides use 2 threads (TITAN_NUM_THREADS=2; torch.set_num_threads(2) with
 OMP_WAIT_POLICY=PASSIVE, the PyTorch peer's best setting in perf-anchors.md).
@@ -12,8 +12,8 @@ The peer's OpenBLAS kernels: OpenBLAS picks them from the CPU (on the Zen5 machi
 AVX-512 CPU: 4096x512x1536 at 2 threads, 236 vs 449 GFLOP/s) is removed for the peer;
 --peer-openblas-core CORE sets one instead. The core OpenBLAS ran is printed.
 tokens/s = batch x seq / median step time over the steps after the first --warmup-steps
-(the same steps on both sides; PyTorch's first steps are slow while its allocator and
-OpenBLAS warm up).
+(the same steps on both sides; PyTorch's first `small` steps are slow while its allocator
+and OpenBLAS warm up: 10.9, 10.4, 6.8 s, then 5.3-6.6 s on the Zen5 machine).
 Peak RSS: /usr/bin/time -v (maximum resident set size of the whole process).
 titan's working memory per step: metrics.jsonl mem_step_mb = peak tensor-storage
 bytes during the step above those live at its start (weights + optimizer state):
@@ -94,12 +94,19 @@ def run_torch(cfg, steps, warmup, openblas_core):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
-    ap.add_argument("--small-steps", type=int, default=6)
-    ap.add_argument("--warmup-steps", type=int, default=2, help="first steps left out of the median")
+    ap.add_argument("--small-steps", type=int, default=8)
+    ap.add_argument("--warmup-steps", type=int, default=3, help="first steps left out of the median")
     ap.add_argument("--peer-openblas-core", help="OPENBLAS_CORETYPE for PyTorch (default: OpenBLAS's own choice)")
     ap.add_argument("--shakespeare-steps", type=int, default=40)
     ap.add_argument("--only", choices=["small", "shakespeare_char"])
     a = ap.parse_args()
+    # shakespeare_char's titan run warms its learning rate up over 10 steps (TITAN_ARGS)
+    for name, steps, least in (("--small-steps", a.small_steps, 1), ("--shakespeare-steps", a.shakespeare_steps, 11)):
+        if steps < max(least, a.warmup_steps + 1):
+            ap.error(f"{name} {steps} must be at least {max(least, a.warmup_steps + 1)} "
+                     f"(more than --warmup-steps {a.warmup_steps})")
+    if a.warmup_steps < 0:
+        ap.error(f"--warmup-steps {a.warmup_steps} must be >= 0")
     work = tempfile.mkdtemp(prefix="titan_train_bench_")
     results = {}
     for cfg, steps in (("shakespeare_char", a.shakespeare_steps), ("small", a.small_steps)):
