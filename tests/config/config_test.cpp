@@ -188,7 +188,7 @@ TEST(Config, ValidationNamesTheFields) {
             "model.n_heads=4 must be a multiple of model.n_kv_heads=3");
   EXPECT_EQ(
       error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"metrics.peak_flops=-1"}); }),
-      "metrics.peak_flops=-1 must be >= 0 (0 = auto)");
+      "metrics.peak_flops=-1 must be finite and >= 0 (0 = auto)");
   EXPECT_EQ(tc::resolve_config("debugmodel", std::nullopt, {}).metrics.peak_flops,
             0.0);  // auto by default
   tc::JobConfig c = tc::resolve_config("debugmodel", std::nullopt, {"training.global_batch_size=12"});

@@ -132,7 +132,8 @@ const Layout kLayouts[] = {Layout::NT, Layout::NN, Layout::NT_bf16, Layout::NN_b
 
 TEST(Gemm, MatchesReferenceOddSizes) {
   const int64_t S[] = {1, 2, 3, 5, 7, 13, 17, 31, 64, 100, 257};
-  const int64_t Ks[] = {1, 3, 17, 64, 257, 300, 520};  // > 256 crosses a K chunk
+  const int64_t Ks[] = {1,   3,   17, 64,
+                        257, 300, 520};  // > 512 crosses a blocked K chunk (> 64 a few-row one)
   std::mt19937 rng(1234);
   int idx = 0;
   for (Layout l : kLayouts)

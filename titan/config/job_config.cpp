@@ -87,7 +87,7 @@ void validate_io(const JobConfig& c) {
   non_negative(k.keep_latest_k, "checkpoint.keep_latest_k");
   positive(c.metrics.log_freq, "metrics.log_freq");
   TITAN_CHECK(c.metrics.peak_flops >= 0.0 && std::isfinite(c.metrics.peak_flops),
-              "metrics.peak_flops={} must be >= 0 (0 = auto)", c.metrics.peak_flops);
+              "metrics.peak_flops={} must be finite and >= 0 (0 = auto)", c.metrics.peak_flops);
   positive(c.parallelism.data_parallel_degree, "parallelism.data_parallel_degree");
 }
 

@@ -62,7 +62,7 @@ constexpr int MR = 14;       // 28 zmm accumulators + 2 B + 1 broadcast of 32
 constexpr int64_t MC = 14 * 16;
 // KC = 512 (B micro-panel 64 KiB, past the 48 KiB L1 but streamed from L2; A block
 // 448 KiB in L2): on the Zen5 machine the GEMMs of a `small` training step took
-// 2.63-2.68 s against 2.81-2.84 s with KC = 256, and the step 4.5 % less
+// 2.63-2.72 s against 2.81-2.84 s with KC = 256, and the step 4.2 % less
 // (docs/benchmarks.md, Training, session 10).
 constexpr int64_t KC = 512;
 #else
@@ -645,8 +645,8 @@ void run_shared(const Problem& p, int64_t T) {
 // the full micro-panels in place instead of copying each one first. On the Zen5
 // machine (AVX-512, 48 KiB L1), 4 alternating rounds: shakespeare_char median steps
 // 22.48-23.73 ms against 22.89-23.51 (3 rounds of 4 faster), `small` steps 2962-2972
-// ms against 2968-3059 (2 rounds of 3 faster); ~1.5 % (docs/benchmarks.md, Training,
-// session 10). AVX2 (measured on Zen3 when the copy was introduced) keeps the copy.
+// ms against 2968-3059 (2 rounds of 3 faster); means -1.2 % and -1.5 % (docs/benchmarks.md,
+// Training, session 10). AVX2 (measured on Zen3 when the copy was introduced) keeps the copy.
 #if defined(TITAN_ISA_AVX512)
 constexpr bool kMediumNnInPlace = true;
 #else
