@@ -54,7 +54,7 @@ Cache& cache() {
 }  // namespace
 
 size_t host_alloc_size(size_t nbytes) {
-  const size_t n = std::max<size_t>((nbytes + 63) / 64 * 64, 64);
+  const size_t n = host_aligned_bytes(nbytes);
   if (n < kHostCacheMinBytes) return n;
   const size_t gran = std::bit_floor(n) / 8;  // classes 1/8 of a power of two apart
   return (n + gran - 1) / gran * gran;

@@ -29,6 +29,12 @@ namespace titan {
 
 inline constexpr size_t kHostCacheMinBytes = size_t{1} << 20;
 
+// nbytes rounded up to a multiple of 64, at least 64: what a block of nbytes covers
+// before any size-class rounding (and what tensor storage counts as live).
+inline constexpr size_t host_aligned_bytes(size_t nbytes) {
+  return nbytes <= 64 ? 64 : (nbytes + 63) / 64 * 64;
+}
+
 // The number of bytes host_alloc(nbytes) actually reserves (>= nbytes, >= 64, a multiple
 // of 64; the size class for nbytes >= kHostCacheMinBytes).
 size_t host_alloc_size(size_t nbytes);

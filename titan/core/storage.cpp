@@ -19,11 +19,6 @@ void count_alloc(int64_t n) {
   while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
-// The bytes a storage of nbytes counts as live: its size rounded up to 64 (at least 64),
-// not host_alloc's size class, whose untouched tail costs no memory.
-size_t counted_bytes(size_t nbytes) {
-  return std::max<size_t>((nbytes + 63) / 64 * 64, 64);
-}
 }  // namespace
 
 int64_t storage_bytes_live() { return g_live.load(std::memory_order_relaxed); }
@@ -35,7 +30,9 @@ Storage::Storage(size_t nbytes, Device device, bool zero_fill) : nbytes_(nbytes)
               device.str());
   data_ = host_alloc(nbytes);
   TITAN_CHECK(data_ != nullptr, "Storage: failed to allocate {} bytes", nbytes);
-  const size_t n = counted_bytes(nbytes);
+  // Counted as live: host_aligned_bytes, not host_alloc's size class, whose untouched
+  // tail costs no memory.
+  const size_t n = host_aligned_bytes(nbytes);
   count_alloc(static_cast<int64_t>(n));
   if (zero_fill) std::memset(data_, 0, n);
 }
@@ -46,7 +43,7 @@ Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> owner)
 Storage::~Storage() {
   if (owned_) {
     host_free(data_, nbytes_);
-    g_live.fetch_sub(static_cast<int64_t>(counted_bytes(nbytes_)), std::memory_order_relaxed);
+    g_live.fetch_sub(static_cast<int64_t>(host_aligned_bytes(nbytes_)), std::memory_order_relaxed);
   }
 }
 

@@ -242,11 +242,7 @@ void exp_shift(float* p, const float* s, float shift, int B) {
 // (AVX-512: 32 registers; attention_bench Dh 64, T 512, 2 threads, Zen5: forward 212 ->
 // 249 GFLOP/s, backward 234 -> 271). AVX2's 16 registers hold only the two-row
 // kernel's 8. Same bits: every lane is still acc*alpha, then the chain over j ascending.
-#if defined(TITAN_ISA_AVX512)
-constexpr bool kAxpy4 = true;
-#else
-constexpr bool kAxpy4 = false;
-#endif
+constexpr bool kAxpy4 = W == 16;
 
 void axpy_rows(float* const* acc, const float* alpha, const float* const* coef, const int* jlo,
                const int* jhi, int R, const float* const* x, int Dh) {

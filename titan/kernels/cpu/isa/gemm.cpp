@@ -646,20 +646,17 @@ void run_shared(const Problem& p, int64_t T) {
 // machine (AVX-512, 48 KiB L1), 4 alternating rounds: shakespeare_char median steps
 // 22.48-23.73 ms against 22.89-23.51 (3 rounds of 4 faster), `small` steps 2962-2972
 // ms against 2968-3059 (2 rounds of 3 faster); means -1.2 % and -1.5 % (docs/benchmarks.md,
-// Training, session 10). AVX2 (measured on Zen3 when the copy was introduced) keeps the copy.
-#if defined(TITAN_ISA_AVX512)
-constexpr bool kMediumNnInPlace = true;
-#else
-constexpr bool kMediumNnInPlace = false;
-#endif
+// Training, session 10). AVX2 (measured on Zen3 when the copy was introduced) keeps the
+// copy past 2 * MR rows. Up to this many rows per task NN B is read in place:
+constexpr int64_t kNnInPlaceRows = W == 16 ? kMediumRows : 2 * MR;
 
 // Computes C[m0:m1, n0:n1]; n0 is a multiple of NR.
 void run_task(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  if (p.b_kind == kNnF32 && m1 - m0 <= 2 * MR) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
+  if (p.b_kind == kNnF32 && m1 - m0 <= kNnInPlaceRows)
+    return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/true);
   if (p.b_kind != kNnF32 && p.b_kind != kPanelF32 && m1 - m0 <= kFewRows)
     return run_few_rows(p, m0, m1, n0, n1);
-  if (m1 - m0 <= kMediumRows)
-    return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/kMediumNnInPlace && p.b_kind == kNnF32);
+  if (m1 - m0 <= kMediumRows) return run_row_block(p, m0, m1, n0, n1, /*nn_in_place=*/false);
   run_blocked(p, m0, m1, n0, n1);
 }
 
