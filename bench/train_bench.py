@@ -3,7 +3,7 @@
 with training.activation_checkpoint=full vs none. Used by bench/train_bench.sh.
 
 Usage: train_bench.py BUILD_DIR [--small-steps 8] [--shakespeare-steps 40] [--warmup-steps 3]
-                      [--peer-openblas-core CORE] [--only small|shakespeare_char]
+                      [--rounds 3] [--peer-openblas-core CORE] [--only small|shakespeare_char]
 Both sides use 2 threads (TITAN_NUM_THREADS=2; torch.set_num_threads(2) with
 OMP_WAIT_POLICY=PASSIVE, the PyTorch peer's best setting in perf-anchors.md).
 The peer's OpenBLAS kernels: OpenBLAS picks them from the CPU (on the Zen5 machine,
@@ -14,6 +14,10 @@ AVX-512 CPU: 4096x512x1536 at 2 threads, 236 vs 449 GFLOP/s) is removed for the 
 tokens/s = batch x seq / median step time over the steps after the first --warmup-steps
 (the same steps on both sides; PyTorch's first `small` steps are slow while its allocator
 and OpenBLAS warm up: 10.9, 10.4, 6.8 s, then 5.3-6.6 s on the Zen5 machine).
+--rounds R runs both sides R times per configuration, alternating (titan, PyTorch, then
+PyTorch, titan, ...), so that the host's slow and fast minutes (step times on this shared
+VM swing 10-40 % within minutes) fall on both sides alike; the reported ratio is the
+median of the R per-round ratios, each side's tokens/s the median of its R runs.
 Peak RSS: /usr/bin/time -v (maximum resident set size of the whole process).
 titan's working memory per step: metrics.jsonl mem_step_mb = peak tensor-storage
 bytes during the step above those live at its start (weights + optimizer state):
@@ -47,6 +51,11 @@ def peak_rss_mb(time_stderr):
 
 def median_after_warmup(step_ms, warmup):
     return statistics.median(step_ms[warmup:] or step_ms)
+
+
+def median_run(runs):
+    """The run whose tokens/s is the median of the runs (the lower middle one for an even count)."""
+    return sorted(runs, key=lambda r: r["tokens_per_s"])[(len(runs) - 1) // 2]
 
 
 def run_titan(build, cfg, steps, warmup, work, extra=()):
@@ -99,7 +108,10 @@ def main():
     ap.add_argument("--peer-openblas-core", help="OPENBLAS_CORETYPE for PyTorch (default: OpenBLAS's own choice)")
     ap.add_argument("--shakespeare-steps", type=int, default=40)
     ap.add_argument("--only", choices=["small", "shakespeare_char"])
+    ap.add_argument("--rounds", type=int, default=3, help="alternating titan/PyTorch runs per configuration")
     a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error(f"--rounds {a.rounds} must be >= 1")
     # shakespeare_char's titan run warms its learning rate up over 10 steps (TITAN_ARGS)
     for name, steps, least in (("--small-steps", a.small_steps, 1), ("--shakespeare-steps", a.shakespeare_steps, 11)):
         if steps < max(least, a.warmup_steps + 1):
@@ -112,11 +124,21 @@ def main():
     for cfg, steps in (("shakespeare_char", a.shakespeare_steps), ("small", a.small_steps)):
         if a.only and cfg != a.only:
             continue
-        t = run_titan(a.build, cfg, steps, a.warmup_steps, work)
-        p = run_torch(cfg, steps, a.warmup_steps, a.peer_openblas_core)
+        ts, ps = [], []
+        for r in range(a.rounds):  # alternate the order so drift of the host's speed hits both sides
+            if r % 2 == 0:
+                ts.append(run_titan(a.build, cfg, steps, a.warmup_steps, work))
+                ps.append(run_torch(cfg, steps, a.warmup_steps, a.peer_openblas_core))
+            else:
+                ps.append(run_torch(cfg, steps, a.warmup_steps, a.peer_openblas_core))
+                ts.append(run_titan(a.build, cfg, steps, a.warmup_steps, work))
+        ratios = [x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(ts, ps)]
+        t, p = median_run(ts), median_run(ps)
         ac = run_titan(a.build, cfg, steps, a.warmup_steps, work, ["--training.activation_checkpoint=full"])
-        results[cfg] = {"titan": t, "torch": p, "titan_ac_full": ac}
-        print(f"\n## {cfg}: {steps} steps ({a.warmup_steps} warm-up), 2 threads; PyTorch's OpenBLAS core: "
+        results[cfg] = {"titan": t, "torch": p, "titan_ac_full": ac, "round_ratios": [round(x, 3) for x in ratios],
+                        "ratio": statistics.median(ratios)}
+        print(f"\n## {cfg}: {steps} steps ({a.warmup_steps} warm-up), 2 threads, {a.rounds} alternating rounds "
+              f"(rows: the run with the median tokens/s of each side); PyTorch's OpenBLAS core: "
               f"{p['openblas_core']}", flush=True)
         print("| run | tokens/s | median step ms | peak RSS MiB | titan step working memory MiB | MFU | "
               "process CPU s (all steps + start-up) | wall s in steps |")
@@ -125,13 +147,16 @@ def main():
             print(f"| {name} | {r['tokens_per_s']:.0f} | {r['step_ms']:.1f} | {r['peak_rss_mb']:.0f} | "
                   f"{r.get('mem_step_mb', float('nan')):.1f} | {100 * r.get('mfu', float('nan')):.1f}% | "
                   f"{r['cpu_s']:.1f} | {r['wall_s']:.1f} |")
-        print(f"titan/torch tokens/s: {t['tokens_per_s'] / p['tokens_per_s']:.2f}x; "
+        print(f"titan/torch tokens/s: {statistics.median(ratios):.2f}x (median of the rounds: "
+              f"{', '.join(f'{x:.2f}x' for x in ratios)}); "
               f"peak RSS titan/torch: {t['peak_rss_mb'] / p['peak_rss_mb']:.2f}")
         print(f"AC full vs none: working memory {t['mem_step_mb']:.1f} -> {ac['mem_step_mb']:.1f} MiB "
               f"({t['mem_step_mb'] / ac['mem_step_mb']:.2f}x less), step time "
               f"{100 * (ac['step_ms'] / t['step_ms'] - 1):+.1f}%, peak RSS {t['peak_rss_mb']:.0f} -> "
               f"{ac['peak_rss_mb']:.0f} MiB")
-        print("step ms titan:", t["all_step_ms"], "| torch:", p["all_step_ms"], "| titan AC:", ac["all_step_ms"])
+        for r, (x, y) in enumerate(zip(ts, ps)):
+            print(f"round {r + 1} step ms titan:", x["all_step_ms"], "| torch:", y["all_step_ms"])
+        print("step ms titan AC:", ac["all_step_ms"])
         sys.stdout.flush()
     shutil.rmtree(work, ignore_errors=True)
     print("\nJSON " + json.dumps({k: {n: {x: y for x, y in r.items() if x != "losses"} for n, r in v.items()}

@@ -298,9 +298,18 @@ inline Ahead micro_panel_ahead(const float* b, int64_t kc) {
 }
 
 // Runs the row panels of an (mc x kc) packed A block against one B micro-panel,
-// prefetching `ahead` meanwhile so that the next micro-panel does not wait on memory.
+// prefetching meanwhile so that the next micro-panel does not wait on memory: either
+// `ahead` into L2, a slice of lines before each row panel (packed B blocks, which sit
+// in L2/L3), or, with pf_bytes != 0, from inside the first row panel's kernel (two
+// lines with every B row, the B row pf_bytes further on): repacked weights, read from
+// memory. At decode batch 64 on the Zen5 machine (the 84 layer GEMMs of llama3 100m +
+// its LM head, 2 threads) the bursts of slices stalled on the memory misses: 25.8-26.7 ms
+// and 8.9-9.3 ms, against 22.0-22.9 and 7.4-7.9 ms in-kernel (-15 %); M = 100-256
+// -14 %, M = 512 -5 %, M = 1024 -8 % (docs/benchmarks.md, Generator, session 11). For
+// packed training blocks it made no difference (`small` steps, 3 rounds).
 inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc, const float* bp,
-                       int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c, Ahead ahead = {}) {
+                       int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c, Ahead ahead = {},
+                       int64_t pf_bytes = 0) {
   const int64_t calls = (mc + MR - 1) / MR, per_call = (ahead.lines() + calls - 1) / calls;
   AheadCursor pf{ahead};
   for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -308,7 +317,10 @@ inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc
     float* c = p.C + (m0 + ir) * p.ldc + jr;
     if (ir + MR < mc) prefetch_c(c + MR * p.ldc, p.ldc, std::min<int64_t>(MR, mc - ir - MR));
     pf.next<_MM_HINT_T1>(per_call);
-    kMicro[rows - 1](kc, ap + ir * kc, bp, bs, c, p.ldc, nv, load_c);
+    if (ir == 0 && pf_bytes != 0)
+      kMicroPf[rows - 1](kc, ap + ir * kc, bp, bs, c, p.ldc, nv, load_c, pf_bytes);
+    else
+      kMicro[rows - 1](kc, ap + ir * kc, bp, bs, c, p.ldc, nv, load_c);
   }
 }
 
@@ -540,8 +552,8 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
     for (int64_t jr = n0; jr < n1; jr += NR) {
       const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
       if (p.b_kind == kPanelF32) {
-        row_panels(p, abuf, mc, kc, panel_at(p, jr, pc), NR, m0, jr, nv, load_c,
-                   jr + NR < n1 ? micro_panel_ahead(panel_at(p, jr + NR, pc), kc) : Ahead{});
+        row_panels(p, abuf, mc, kc, panel_at(p, jr, pc), NR, m0, jr, nv, load_c, Ahead{},
+                   jr + NR < n1 ? p.K * NR * int64_t{sizeof(float)} : 0);
       } else if (nn_in_place && nv == NR) {
         row_panels(p, abuf, mc, kc, static_cast<const float*>(p.B) + pc * p.ldb + jr, p.ldb, m0, jr,
                    nv, load_c);
@@ -582,10 +594,18 @@ template <typename MicroPanel>
 void a_block(const Problem& p, float* abuf, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              int64_t jc, int64_t nc, const MicroPanel& micro_panel) {
   pack_a(p, abuf, ic, mc, pc, kc);
-  for (int64_t jr = 0; jr < nc; jr += NR)
-    row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
-               static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-               jr + NR < nc ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
+  for (int64_t jr = 0; jr < nc; jr += NR) {
+    const bool next = jr + NR < nc;
+    if (p.b_kind ==
+        kPanelF32)  // the weights come from memory: the next panel in-kernel (see row_panels)
+      row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
+                 static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0, Ahead{},
+                 next ? p.K * NR * int64_t{sizeof(float)} : 0);
+    else
+      row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
+                 static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
+                 next ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
+  }
 }
 
 // The B blocks of columns [n0, n1) in BLIS order (jc over NC, then pc over KC): each is
