@@ -159,8 +159,8 @@ def main():
         print("step ms titan AC:", ac["all_step_ms"])
         sys.stdout.flush()
     shutil.rmtree(work, ignore_errors=True)
-    print("\nJSON " + json.dumps({k: {n: {x: y for x, y in r.items() if x != "losses"} for n, r in v.items()}
-                                 for k, v in results.items()}))
+    print("\nJSON " + json.dumps({k: {n: ({x: y for x, y in r.items() if x != "losses"} if isinstance(r, dict) else r)
+                                     for n, r in v.items()} for k, v in results.items()}))
 
 
 if __name__ == "__main__":
