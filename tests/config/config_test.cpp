@@ -191,6 +191,10 @@ TEST(Config, ValidationNamesTheFields) {
       "metrics.peak_flops=-1 must be finite and >= 0 (0 = auto)");
   EXPECT_EQ(tc::resolve_config("debugmodel", std::nullopt, {}).metrics.peak_flops,
             0.0);  // auto by default
+  EXPECT_EQ(error_of([] {
+              tc::resolve_config("debugmodel", std::nullopt, {"generator.host_cache_bytes=-2"});
+            }),
+            "generator.host_cache_bytes=-2 must be >= -1 (-1 = auto, 0 = none)");
   tc::JobConfig c = tc::resolve_config("debugmodel", std::nullopt, {"training.global_batch_size=12"});
   EXPECT_EQ(tc::grad_accum_steps(c), 3);
 }

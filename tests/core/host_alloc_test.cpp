@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -209,5 +210,41 @@ TEST(HostAlloc, ThreadsAllocAndFreeConcurrently) {
   t2.join();
   EXPECT_LE(host_cache_bytes(), 32 * MiB);
   host_cache_release();
+  EXPECT_EQ(host_cache_bytes(), 0u);
+}
+
+// Holders combine by max with the set limit and may end in any order: an engine's small
+// hold built before a trainer's large one and dropped while the trainer lives leaves
+// the trainer's limit; the last holder to go restores the set value.
+TEST(HostAlloc, ScopedHoldersCombineByMaxInAnyOrder) {
+  LimitGuard g;
+  set_host_cache_limit(3 * MiB);
+  auto engine = std::make_unique<ScopedHostCacheLimit>(16 * MiB);
+  EXPECT_EQ(host_cache_limit(), 16 * MiB);
+  auto trainer = std::make_unique<ScopedHostCacheLimit>(64 * MiB);
+  EXPECT_EQ(host_cache_limit(), 64 * MiB);
+  engine.reset();
+  EXPECT_EQ(host_cache_limit(), 64 * MiB);
+  {
+    ScopedHostCacheLimit small(MiB);  // below the limit in force: no change
+    EXPECT_EQ(host_cache_limit(), 64 * MiB);
+  }
+  set_host_cache_limit(5 * MiB);  // the set value under a larger holder
+  EXPECT_EQ(host_cache_limit(), 64 * MiB);
+  trainer.reset();
+  EXPECT_EQ(host_cache_limit(), 5 * MiB);
+}
+
+// A dropped holder releases the cached blocks its limit no longer covers.
+TEST(HostAlloc, DroppingAHolderTrimsTheCache) {
+  SKIP_UNDER_ASAN();
+  LimitGuard g;
+  set_host_cache_limit(0);
+  {
+    ScopedHostCacheLimit hold(8 * MiB);
+    host_free(host_alloc(4 * MiB), 4 * MiB);
+    EXPECT_EQ(host_cache_bytes(), 4 * MiB);
+  }
+  EXPECT_EQ(host_cache_limit(), 0u);
   EXPECT_EQ(host_cache_bytes(), 0u);
 }

@@ -107,6 +107,36 @@ TEST(Engine, CacheTooSmallForTheRequest) {
   }
 }
 
+// The engine holds host_alloc's cache at host_cache_bytes while it lives (auto: 5 % of
+// fp32 weights + KV pool), and not at all with 0; a bad value is a clear error.
+TEST(Engine, HoldsTheHostCacheWhileItLives) {
+  auto m = tiny_model();
+  const size_t before = host_cache_limit();
+  {
+    EngineConfig ec = small_config();
+    Engine e(*m, nullptr, ec);
+    const int64_t want = (m->num_parameters() * 4 + e.kv_cache_bytes()) / 20;
+    EXPECT_EQ(e.host_cache_bytes(), want);
+    EXPECT_EQ(host_cache_limit(), std::max(before, static_cast<size_t>(want)));
+  }
+  EXPECT_EQ(host_cache_limit(), before);
+  {
+    EngineConfig ec = small_config();
+    ec.host_cache_bytes = 0;
+    Engine e(*m, nullptr, ec);
+    EXPECT_EQ(host_cache_limit(), before);
+  }
+  EngineConfig bad = small_config();
+  bad.host_cache_bytes = -2;
+  try {
+    Engine e(*m, nullptr, bad);
+    ADD_FAILURE() << "host_cache_bytes = -2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "Engine: host_cache_bytes must be >= -1 (-1 = auto), got -2");
+  }
+  EXPECT_EQ(host_cache_limit(), before);
+}
+
 TEST(Engine, StopsAtTheModelContext) {
   auto m = tiny_model();
   Engine e(*m, nullptr, small_config());

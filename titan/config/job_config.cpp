@@ -93,6 +93,9 @@ void validate_io(const JobConfig& c) {
 
 void validate_generator(const GeneratorConfig& g) {
   positive(g.kv_cache_bytes, "generator.kv_cache_bytes");
+  TITAN_CHECK(g.host_cache_bytes >= -1,
+              "generator.host_cache_bytes={} must be >= -1 (-1 = auto, 0 = none)",
+              g.host_cache_bytes);
   positive(g.kv_block_size, "generator.kv_block_size");
   positive(g.max_num_seqs, "generator.max_num_seqs");
   positive(g.max_num_batched_tokens, "generator.max_num_batched_tokens");

@@ -129,17 +129,21 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
     "peak FLOP/s of the whole job for MFU; 0 = auto: the measured fp32 peak per core for the " \
     "kernels' ISA x threads")
 
-#define TITAN_GENERATOR_FIELDS(X)                                                                        \
-  X(int64_t, kv_cache_bytes, int64_t{1} << 30, "bytes reserved for the paged KV cache")                  \
-  X(int64_t, kv_block_size, 32, "tokens per KV-cache block; also the attention KV block of the trainer (parity)") \
-  X(int64_t, max_num_seqs, 64, "most sequences in one engine step")                                      \
-  X(int64_t, max_num_batched_tokens, 2048, "most tokens (prefill + decode) in one engine step")          \
-  X(bool, enable_prefix_caching, true, "reuse KV blocks of identical prompt prefixes")                   \
-  X(double, temperature, 1.0, "sampling temperature; 0 = greedy")                                        \
-  X(double, top_p, 1.0, "nucleus sampling mass; 1 = off")                                                \
-  X(int, top_k, 0, "sample among the k most likely tokens; 0 = off")                                     \
-  X(double, min_p, 0.0, "drop tokens below min_p × the top probability; 0 = off")                        \
-  X(int64_t, max_tokens, 256, "most generated tokens per request")                                       \
+#define TITAN_GENERATOR_FIELDS(X)                                                                 \
+  X(int64_t, kv_cache_bytes, int64_t{1} << 30, "bytes reserved for the paged KV cache")           \
+  X(int64_t, host_cache_bytes, -1,                                                                \
+    "freed activation blocks kept for reuse while the engine lives; -1 = auto (5 % of weights + " \
+    "KV pool, <= 256 MiB), 0 = none")                                                             \
+  X(int64_t, kv_block_size, 32,                                                                   \
+    "tokens per KV-cache block; also the attention KV block of the trainer (parity)")             \
+  X(int64_t, max_num_seqs, 64, "most sequences in one engine step")                               \
+  X(int64_t, max_num_batched_tokens, 2048, "most tokens (prefill + decode) in one engine step")   \
+  X(bool, enable_prefix_caching, true, "reuse KV blocks of identical prompt prefixes")            \
+  X(double, temperature, 1.0, "sampling temperature; 0 = greedy")                                 \
+  X(double, top_p, 1.0, "nucleus sampling mass; 1 = off")                                         \
+  X(int, top_k, 0, "sample among the k most likely tokens; 0 = off")                              \
+  X(double, min_p, 0.0, "drop tokens below min_p × the top probability; 0 = off")                 \
+  X(int64_t, max_tokens, 256, "most generated tokens per request")                                \
   X(int64_t, seed, 0, "sampling seed (Philox key; each request draws from its own counter stream)")
 
 #define TITAN_RL_FIELDS(X)                                                                               \

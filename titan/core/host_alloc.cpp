@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 namespace titan {
@@ -29,6 +30,13 @@ struct Cache {
   // Free blocks by size class, each list in the order they were freed (seq ascending).
   std::map<size_t, std::deque<std::pair<uint64_t, void*>>> free;
   size_t bytes = 0, limit = 0;
+  size_t base = 0;              // set_host_cache_limit's value
+  std::multiset<size_t> holds;  // live ScopedHostCacheLimit holders
+  // The limit in force: max(base, holders); releases what it no longer covers. Needs mu.
+  void apply() {
+    limit = std::max(base, holds.empty() ? size_t{0} : *holds.rbegin());
+    trim(limit);
+  }
   uint64_t seq = 0;
 
   // Releases the least recently freed blocks until at most `keep` bytes stay cached.
@@ -110,8 +118,20 @@ size_t host_cache_limit() {
 void set_host_cache_limit(size_t bytes) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.limit = bytes;
-  c.trim(bytes);
+  c.base = bytes;
+  c.apply();
+}
+ScopedHostCacheLimit::ScopedHostCacheLimit(size_t bytes) : bytes_(bytes) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.holds.insert(bytes);
+  c.apply();
+}
+ScopedHostCacheLimit::~ScopedHostCacheLimit() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.holds.erase(c.holds.find(bytes_));
+  c.apply();
 }
 
 void host_cache_release() {

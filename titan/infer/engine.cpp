@@ -52,7 +52,16 @@ Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, c
     kv_.k.push_back(Tensor::empty({nb, Hkv, Dh, B}));  // (num_blocks, Hkv, Dh, B)
     kv_.v.push_back(Tensor::empty({nb, Hkv, B, Dh}));  // (num_blocks, Hkv, B, Dh)
   }
+  TITAN_CHECK(cfg.host_cache_bytes >= -1,
+              "Engine: host_cache_bytes must be >= -1 (-1 = auto), got {}", cfg.host_cache_bytes);
+  if (const int64_t hc = host_cache_bytes(); hc > 0) host_cache_.emplace(static_cast<size_t>(hc));
   t0_ns_ = monotonic_ns();
+}
+
+int64_t Engine::host_cache_bytes() const {
+  if (cfg_.host_cache_bytes >= 0) return cfg_.host_cache_bytes;
+  const int64_t weights = model_.num_parameters() * int64_t{sizeof(float)};
+  return std::min((weights + kv_cache_bytes()) / 20, int64_t{256} << 20);
 }
 
 Engine::~Engine() = default;

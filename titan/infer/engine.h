@@ -28,9 +28,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "titan/core/host_alloc.h"
 #include "titan/infer/block_pool.h"
 #include "titan/infer/sampling_params.h"
 #include "titan/infer/scheduler.h"
@@ -59,6 +61,13 @@ struct EngineConfig {
   // true: Decoder::logprobs on the hidden rows (titan::logprobs, or logprobs_panels on a
   // repacked LM head: a second LM-head pass; kept as a check).
   bool logprobs_from_hidden = false;
+  // Bytes of freed activation blocks that host_alloc may keep for reuse while the engine
+  // lives (ScopedHostCacheLimit; generator.host_cache_bytes). Fresh blocks come back
+  // from the kernel as zero pages, and their page faults took ~30 % of a 512-token
+  // prefill of llama3 100m (docs/benchmarks.md, Generator, session 11). -1 = auto: 5 %
+  // of weights (fp32 bytes) + KV pool, at most 256 MiB (the memory bound, weights + KV
+  // pool + 10 %, keeps room for it); 0 = none (the limit stays as others set it).
+  int64_t host_cache_bytes = -1;
 };
 
 // Counters since construction. A token is a decode token when it is the only token of
@@ -108,6 +117,8 @@ class Engine {
   int64_t kv_cache_bytes() const { return pool_.num_blocks() * kv_bytes_per_block(model_.config(), cfg_.block_size); }
   // Bytes of K and V for one block over all layers (fp32).
   static int64_t kv_bytes_per_block(const models::TransformerConfig& cfg, int block_size);
+  // The host_alloc cache bytes this engine holds (EngineConfig::host_cache_bytes resolved).
+  int64_t host_cache_bytes() const;
 
  private:
   struct Request;
@@ -130,6 +141,8 @@ class Engine {
   int64_t next_id_ = 0;
   EngineStats stats_;
   int64_t t0_ns_ = 0;
+  // Last, so that it ends first: the KV pool is freed after it, not into the cache.
+  std::optional<ScopedHostCacheLimit> host_cache_;
 };
 
 }  // namespace titan::infer

@@ -130,6 +130,7 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   gs.rollout.limits.max_turns = std::max(rl.max_turns, t.max_turns);
   gs.rollout.limits.max_total_tokens = rl.max_total_tokens;
   gs.engine.kv_cache_bytes = g.kv_cache_bytes;
+  gs.engine.host_cache_bytes = g.host_cache_bytes;
   gs.engine.block_size = static_cast<int>(g.kv_block_size);
   gs.engine.max_num_seqs = g.max_num_seqs;
   gs.engine.max_num_batched_tokens = g.max_num_batched_tokens;
