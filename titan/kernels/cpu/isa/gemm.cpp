@@ -596,8 +596,8 @@ void a_block(const Problem& p, float* abuf, int64_t ic, int64_t mc, int64_t pc, 
   pack_a(p, abuf, ic, mc, pc, kc);
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const bool next = jr + NR < nc;
-    if (p.b_kind ==
-        kPanelF32)  // the weights come from memory: the next panel in-kernel (see row_panels)
+    // Repacked weights come from memory: the next panel is prefetched in-kernel (row_panels).
+    if (p.b_kind == kPanelF32)
       row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
                  static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0, Ahead{},
                  next ? p.K * NR * int64_t{sizeof(float)} : 0);
