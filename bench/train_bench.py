@@ -17,7 +17,8 @@ and OpenBLAS warm up: 10.9, 10.4, 6.8 s, then 5.3-6.6 s on the Zen5 machine).
 --rounds R runs both sides R times per configuration, alternating (titan, PyTorch, then
 PyTorch, titan, ...), so that the host's slow and fast minutes (step times on this shared
 VM swing 10-40 % within minutes) fall on both sides alike; the reported ratio is the
-median of the R per-round ratios, each side's tokens/s the median of its R runs.
+median of the R per-round ratios; each side's table row is its run with the median
+tokens/s (the lower middle one for an even R). The AC=full run is one run after the rounds.
 Peak RSS: /usr/bin/time -v (maximum resident set size of the whole process).
 titan's working memory per step: metrics.jsonl mem_step_mb = peak tensor-storage
 bytes during the step above those live at its start (weights + optimizer state):

@@ -177,6 +177,19 @@ TEST(CrossEntropy, LogitsTwinBackwardMatchesFused) {
 // cross_entropy_bwd, bit for bit: one row tile (small V) and several (V = 70000: tiles
 // of kCeFusedMinRows rows and a shorter last one), ignored rows, z-loss, a temperature,
 // per-row dloss, either gradient alone, outputs that held garbage, T = 0.
+// Tile rows: the scratch budget's rows (64 MiB / 4 V), rounded down to a multiple of
+// 256 only when T does not fit in one tile; at least 512 and at most min(T, 1024).
+TEST(CrossEntropy, FusedTileRows) {
+  EXPECT_EQ(cross_entropy_fused_tile_rows(4096, 32000), 512);  // budget 524 -> 512
+  EXPECT_EQ(cross_entropy_fused_tile_rows(520, 32000), 520);   // fits: one tile
+  EXPECT_EQ(cross_entropy_fused_tile_rows(524, 32000), 524);
+  EXPECT_EQ(cross_entropy_fused_tile_rows(525, 32000), 512);
+  EXPECT_EQ(cross_entropy_fused_tile_rows(4096, 151936), 512);  // budget 110 -> the minimum
+  EXPECT_EQ(cross_entropy_fused_tile_rows(768, 256), 768);      // shakespeare_char: all rows
+  EXPECT_EQ(cross_entropy_fused_tile_rows(4096, 256), 1024);
+  EXPECT_EQ(cross_entropy_fused_tile_rows(3, 32000), 3);
+}
+
 TEST(CrossEntropy, FusedForwardBackwardHasTheTwoPassBits) {
   struct Case {
     int64_t T, D, V;

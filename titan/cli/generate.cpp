@@ -51,6 +51,7 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool ignore_eos = false, no_prefix_caching = false, quiet = false, no_repack = false;
   int64_t kv_cache_bytes = int64_t{1} << 30, max_num_seqs = 64, max_num_batched_tokens = 2048;
+  int64_t host_cache_bytes = -1;
   int kv_block_size = kernels::cpu::kKvBlockSize;
   int threads = 0;
 };
@@ -322,6 +323,10 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
   app.add_option("--logprobs", a->logprobs, "also return the top-N logprobs per token (JSONL output)");
   app.add_flag("--ignore-eos", a->ignore_eos, "do not stop at EOS");
   app.add_option("--kv-cache-bytes", a->kv_cache_bytes, "KV pool size in bytes")->capture_default_str();
+  app.add_option("--host-cache-bytes", a->host_cache_bytes,
+                 "freed activation blocks kept for reuse; -1 = auto (5 % of weights + KV pool, <= "
+                 "256 MiB), 0 = none")
+      ->capture_default_str();
   app.add_option("--kv-block-size", a->kv_block_size, "tokens per KV block (trainer parity needs the default)")
       ->capture_default_str();
   app.add_option("--max-num-seqs", a->max_num_seqs, "most sequences per engine step")->capture_default_str();
@@ -342,6 +347,7 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
     if (!a->no_repack) infer::prepare_for_inference(*m.model);
     infer::EngineConfig ec;
     ec.kv_cache_bytes = a->kv_cache_bytes;
+    ec.host_cache_bytes = a->host_cache_bytes;
     ec.block_size = a->kv_block_size;
     ec.max_num_seqs = a->max_num_seqs;
     ec.max_num_batched_tokens = a->max_num_batched_tokens;

@@ -20,6 +20,8 @@ int64_t monotonic_ns() {
 }
 
 int64_t blocks_from_config(const EngineConfig& cfg, const models::TransformerConfig& mc) {
+  TITAN_CHECK(cfg.host_cache_bytes >= -1,
+              "Engine: host_cache_bytes must be >= -1 (-1 = auto), got {}", cfg.host_cache_bytes);
   TITAN_CHECK(cfg.block_size >= 16 && cfg.block_size <= 256 && cfg.block_size % 16 == 0,
               "Engine: block_size must be a multiple of 16 in [16, 256], got {}", cfg.block_size);
   if (cfg.num_kv_blocks > 0) return cfg.num_kv_blocks;
@@ -52,8 +54,6 @@ Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, c
     kv_.k.push_back(Tensor::empty({nb, Hkv, Dh, B}));  // (num_blocks, Hkv, Dh, B)
     kv_.v.push_back(Tensor::empty({nb, Hkv, B, Dh}));  // (num_blocks, Hkv, B, Dh)
   }
-  TITAN_CHECK(cfg.host_cache_bytes >= -1,
-              "Engine: host_cache_bytes must be >= -1 (-1 = auto), got {}", cfg.host_cache_bytes);
   if (const int64_t hc = host_cache_bytes(); hc > 0) host_cache_.emplace(static_cast<size_t>(hc));
   t0_ns_ = monotonic_ns();
 }

@@ -205,7 +205,8 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
 
 int64_t cross_entropy_fused_tile_rows(int64_t T, int64_t V) {
   int64_t by_budget = kCeFusedScratchBytes / (std::max<int64_t>(V, 1) * int64_t{sizeof(float)});
-  if (by_budget >= kCeFusedRowQuantum) by_budget -= by_budget % kCeFusedRowQuantum;
+  // Rounded only when the rows do not fit in one tile anyway (T > the budget's rows).
+  if (by_budget >= kCeFusedRowQuantum && T > by_budget) by_budget -= by_budget % kCeFusedRowQuantum;
   return std::max<int64_t>(1, std::min({std::max(by_budget, kCeFusedMinRows), T, kCeRowTile}));
 }
 

@@ -63,8 +63,9 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
 // logits for the whole vocabulary until its lse is known: scratch of rows × V floats.
 // The chains of dhidden (over chunks) and dweight (over rows, across tiles) keep their
 // order, so the tile size changes no bit. Errors as cross_entropy_fwd / cross_entropy_bwd.
-// Tile rows: kCeFusedScratchBytes / (4 V) rounded down to a multiple of
-// kCeFusedRowQuantum, but at least kCeFusedMinRows and at most min(T, kCeRowTile);
+// Tile rows: kCeFusedScratchBytes / (4 V), rounded down to a multiple of
+// kCeFusedRowQuantum when T exceeds it, but at least kCeFusedMinRows and at most min(T,
+// kCeRowTile);
 // >= 1. The tile's rows are the K of the dweight GEMM: 524 rows left a 12-row K chunk
 // after 512 whose C tiles cost a whole extra pass (512 rows: 405-408 GFLOP/s against
 // 377-382, V = 32000, D = 512, 2 threads, Zen5). Fewer rows reread and rewrite all of

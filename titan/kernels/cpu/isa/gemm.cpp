@@ -300,8 +300,8 @@ inline Ahead micro_panel_ahead(const float* b, int64_t kc) {
 // Runs the row panels of an (mc x kc) packed A block against one B micro-panel,
 // prefetching meanwhile so that the next micro-panel does not wait on memory: either
 // `ahead` into L2, a slice of lines before each row panel (packed B blocks, which sit
-// in L2/L3), or, with pf_bytes != 0, from inside the first row panel's kernel (two
-// lines with every B row, the B row pf_bytes further on): repacked weights, read from
+// in L2/L3), or, with pf_bytes != 0, from inside the first row panel's kernel (the
+// NR-float B row pf_bytes further on, with every B row): repacked weights, read from
 // memory. At decode batch 64 on the Zen5 machine (the 84 layer GEMMs of llama3 100m +
 // its LM head, 2 threads) the bursts of slices stalled on the memory misses: 25.8-26.7 ms
 // and 8.9-9.3 ms, against 22.0-22.9 and 7.4-7.9 ms in-kernel (-15 %); M = 100-256
@@ -701,7 +701,8 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
   // Task grid: mt row chunks x nt column chunks (MR / NR aligned). The split only
   // decides who computes an element, never how, so any grid gives the same bits.
   // Splitting the columns makes every thread pack all of A (M x K); splitting the rows
-  // makes every thread read (or pack) all of B (K x N): split whichever duplicates less.
+  // makes every thread read (or pack) all of B (K x N): split whichever duplicates less
+  // (the columns only if there is a panel of them for every thread).
   // Against the earlier rule (columns whenever there were >= 4 T panels of them), on
   // the Zen5 machine: `small` steps -1.4 to -1.7 % (3 rounds; the dW products of
   // 512 x 512 and 512 x 1536 and the LM head's dhidden, M = 524 x N = 512, gain 5-10 %),
@@ -709,7 +710,7 @@ void gemm_run(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, bool
   const int64_t m_panels = (M + MR - 1) / MR, n_panels = (N + NR - 1) / NR;
   int64_t mt = 1, nt = 1;
   if (T > 1) {
-    if (N > M || m_panels < T)
+    if ((N > M && n_panels >= T) || m_panels < T)
       nt = std::min(T, n_panels);
     else
       mt = std::min(T, m_panels);
