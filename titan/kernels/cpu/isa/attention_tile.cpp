@@ -246,17 +246,17 @@ constexpr bool kAxpy4 = W == 16;
 
 void axpy_rows(float* const* acc, const float* alpha, const float* const* coef, const int* jlo,
                const int* jhi, int R, const float* const* x, int Dh) {
+  auto same_keys = [&](int a, int b) { return jlo[a] == jlo[b] && jhi[a] == jhi[b]; };
   // Lane chunks outer, rows inner: one chunk of the x rows stays in L1 for all rows.
   for (int d0 = 0; d0 < Dh; d0 += 4 * W) {
     const int d1 = Dh - d0 < 8 * W ? Dh : d0 + 4 * W;  // the last chunk takes the rest
     int r = 0;
     while (r < R) {
-      if (kAxpy4 && r + 3 < R && jlo[r] == jlo[r + 3] && jhi[r] == jhi[r + 3] &&
-          jlo[r] == jlo[r + 1] && jhi[r] == jhi[r + 1] && jlo[r] == jlo[r + 2] &&
-          jhi[r] == jhi[r + 2]) {
+      if (kAxpy4 && r + 3 < R && same_keys(r, r + 1) && same_keys(r, r + 2) &&
+          same_keys(r, r + 3)) {
         axpy_kernel<4>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, d0, d1);
         r += 4;
-      } else if (r + 1 < R && jlo[r] == jlo[r + 1] && jhi[r] == jhi[r + 1]) {
+      } else if (r + 1 < R && same_keys(r, r + 1)) {
         axpy_kernel<2>(acc + r, alpha + r, coef + r, jlo[r], jhi[r], x, d0, d1);
         r += 2;
       } else {

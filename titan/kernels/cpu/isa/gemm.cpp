@@ -290,6 +290,11 @@ struct AheadCursor {
 inline const float* panel_at(const Problem& p, int64_t jr, int64_t pc) {
   return static_cast<const float*>(p.B) + jr * p.K + pc * NR;
 }
+// Bytes from a kPanelF32 micro-panel to the same K rows of the next panel (the in-kernel
+// prefetch distance of row_panels).
+inline int64_t panel_stride_bytes(const Problem& p) {
+  return p.K * NR * int64_t{sizeof(float)};
+}
 // kc rows of a micro-panel (NR floats each, contiguous) at b, as an Ahead (one run):
 // the next packed micro-panel of the B block, or the next panel of repacked weights.
 inline Ahead micro_panel_ahead(const float* b, int64_t kc) {
@@ -553,7 +558,7 @@ void run_row_block(const Problem& p, int64_t m0, int64_t m1, int64_t n0, int64_t
       const int nv = static_cast<int>(std::min<int64_t>(NR, n1 - jr));
       if (p.b_kind == kPanelF32) {
         row_panels(p, abuf, mc, kc, panel_at(p, jr, pc), NR, m0, jr, nv, load_c, Ahead{},
-                   jr + NR < n1 ? p.K * NR * int64_t{sizeof(float)} : 0);
+                   jr + NR < n1 ? panel_stride_bytes(p) : 0);
       } else if (nn_in_place && nv == NR) {
         row_panels(p, abuf, mc, kc, static_cast<const float*>(p.B) + pc * p.ldb + jr, p.ldb, m0, jr,
                    nv, load_c);
@@ -594,17 +599,14 @@ template <typename MicroPanel>
 void a_block(const Problem& p, float* abuf, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
              int64_t jc, int64_t nc, const MicroPanel& micro_panel) {
   pack_a(p, abuf, ic, mc, pc, kc);
+  // Repacked weights come from memory: the next panel is prefetched in-kernel (row_panels).
+  const bool in_kernel = p.b_kind == kPanelF32;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const bool next = jr + NR < nc;
-    // Repacked weights come from memory: the next panel is prefetched in-kernel (row_panels).
-    if (p.b_kind == kPanelF32)
-      row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
-                 static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0, Ahead{},
-                 next ? p.K * NR * int64_t{sizeof(float)} : 0);
-    else
-      row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
-                 static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
-                 next ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{});
+    row_panels(p, abuf, mc, kc, micro_panel(jr), NR, ic, jc + jr,
+               static_cast<int>(std::min<int64_t>(NR, nc - jr)), p.accumulate || pc > 0,
+               next && !in_kernel ? micro_panel_ahead(micro_panel(jr + NR), kc) : Ahead{},
+               next && in_kernel ? panel_stride_bytes(p) : 0);
   }
 }
 
