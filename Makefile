@@ -2,12 +2,15 @@
 # fresh Debian 12 machine (as root): packages, configure, build, run.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# The PyPI venv of test oracles and peers (scripts/setup_venv.sh); TITAN_VENV overrides.
+VENV ?= $(if $(TITAN_VENV),$(TITAN_VENV),$(CURDIR)/.venv)
 DEBS := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
         nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libopenblas-dev \
         libpcre2-dev libutf8proc-dev libsentencepiece-dev wamerican \
-        python3 python3-torch python3-numpy
+        python3 python3-torch python3-numpy python3-venv python3-matplotlib \
+        libopenmpi-dev openmpi-bin libcpp-httplib-dev libsqlite3-dev
 
-.PHONY: all deps configure build demo test bench clean
+.PHONY: all deps venv configure build demo test bench clean
 
 all: build
 
@@ -20,7 +23,7 @@ deps:
 	fi
 
 $(BUILD)/build.ninja: | deps
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTITAN_VENV=$(VENV)
 
 configure: deps $(BUILD)/build.ninja
 
@@ -30,7 +33,10 @@ build: configure
 demo: build
 	./scripts/demo.sh
 
-test: build
+venv:
+	./scripts/setup_venv.sh $(VENV)
+
+test: build venv
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 bench: build
