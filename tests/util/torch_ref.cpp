@@ -63,7 +63,8 @@ std::string read_all(const fs::path& p) {
 }  // namespace
 
 std::vector<RefResult> run_torch_reference(const std::string& script,
-                                           const std::vector<RefCase>& cases) {
+                                           const std::vector<RefCase>& cases,
+                                           const std::string& python) {
   char tmpl[] = "/tmp/titan_ref_XXXXXX";
   TITAN_CHECK(mkdtemp(tmpl) != nullptr, "torch_ref: mkdtemp failed");
   const fs::path dir(tmpl);
@@ -85,7 +86,7 @@ std::vector<RefResult> run_torch_reference(const std::string& script,
   }
   std::ofstream(dir / "manifest.json") << man.dump();
   const std::string py = std::string(TITAN_SOURCE_DIR) + "/tests/reference/" + script + ".py";
-  const std::string cmd = fmt::format("OMP_NUM_THREADS=1 /usr/bin/python3 '{}' '{}' > '{}' 2>&1", py,
+  const std::string cmd = fmt::format("OMP_NUM_THREADS=1 '{}' '{}' '{}' > '{}' 2>&1", python, py,
                                       dir.string(), (dir / "log.txt").string());
   const int rc = std::system(cmd.c_str());
   if (rc != 0) {
@@ -137,7 +138,8 @@ std::string compare(const Tensor& got, const Tensor& want, Tol tol) {
                      tol.atol, tol.rtol);
 }
 
-void check_ops(std::vector<OpCheck>& checks, const std::string& script) {
+void check_ops(std::vector<OpCheck>& checks, const std::string& script,
+               const std::string& python) {
   struct Side {
     std::vector<Tensor> in, out;
   };
@@ -159,7 +161,7 @@ void check_ops(std::vector<OpCheck>& checks, const std::string& script) {
       if (is_floating(o.dtype())) ck.ref.upstream.push_back(randn(o.shape(), 1000 + 17 * c + k++));
     cases.push_back(ck.ref);
   }
-  std::vector<RefResult> ref = run_torch_reference(script, cases);
+  std::vector<RefResult> ref = run_torch_reference(script, cases, python);
   for (size_t c = 0; c < checks.size(); ++c) {
     OpCheck& ck = checks[c];
     Side& s = sides[c];

@@ -45,8 +45,11 @@ struct RefResult {
 
 // Runs every case in one python process. Throws titan::Error if python fails (its
 // stderr is included in the message).
+// `python` is the interpreter (default Debian's torch 1.13; titan::test::venv_python() for
+// the PyPI oracle venv).
 std::vector<RefResult> run_torch_reference(const std::string& script,
-                                           const std::vector<RefCase>& cases);
+                                           const std::vector<RefCase>& cases,
+                                           const std::string& python = "/usr/bin/python3");
 
 // Titan side of a case: gets the inputs in RefCase order (those in grad_of already
 // have requires_grad set) and returns the outputs.
@@ -62,7 +65,8 @@ struct OpCheck {
 // Builds the upstream gradients (Philox randn, seeded by the case index), runs the
 // reference for all checks at once, runs titan, and reports mismatches with gtest
 // EXPECTs (one failure per mismatching tensor, naming case, tensor, index, values).
-void check_ops(std::vector<OpCheck>& checks, const std::string& script = "ops_ref");
+void check_ops(std::vector<OpCheck>& checks, const std::string& script = "ops_ref",
+               const std::string& python = "/usr/bin/python3");
 
 // Element-wise comparison; returns an empty string when equal within tol, else a
 // description of the worst element.
