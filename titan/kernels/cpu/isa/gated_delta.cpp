@@ -213,19 +213,18 @@ void fwd_task(int64_t n, int64_t h, float* o, float* chunk_states, float* state,
 // Backward scratch of one task.
 struct BwdScratch {
   std::vector<float> slot, P, O, QS, QG, BKG, KD, E, Ak, Cm, du, dudir, dqs, dkk, dG, db, Y, Z,
-      dS, dS0, tmp, cf;
+      dS, dS0, ST, MA, MC, tmp, cf;
   BwdScratch(int64_t K, int64_t V, int64_t Gd)
       : slot(head_floats(K, V, Gd)), P(C * V), O(V), QS(C * K), QG(C * K), BKG(C * K), KD(C * K),
         E(C * C), Ak(C * C), Cm(C * C), du(C * V), dudir(C * V), dqs(C * K), dkk(C * K),
-        dG(C * Gd), db(C), Y(C * K), Z(C * K), dS(K * V), dS0(K * V), tmp(std::max(K, V)), cf(C) {}
+        dG(C * Gd), db(C), Y(C * K), Z(C * K), dS(K * V), dS0(K * V), ST(K * V), MA(C * C), MC(C * C),
+        tmp(std::max(K, V)), cf(C) {}
 };
 
-// Adds a·x to y over n (y += a·x).
-inline void axpy(float* y, float a, const float* x, int64_t n) {
-  const vf av = set1(a);
-  for_vectors(n, [&](int64_t i, int c) {
-    store_c(y + i, fmadd(av, load_c(x + i, c, 0.0f), load_c(y + i, c, 0.0f)), c);
-  });
+// out (cols, rows) = in (rows, cols)ᵀ.
+inline void transpose(float* out, const float* in, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
 }
 
 template <bool PC>
@@ -317,6 +316,42 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
       });
       b.db[t] = dot(dut, b.tmp.data(), V);
     }
+    if constexpr (!PC) {
+      // Scalar gate: the pair gradients as coefficient matrices, then each dq/dk row as
+      // one combination of k / q̂ rows (MA for a_tj = β_t Ak[t][j], MC for c_tj).
+      for (int64_t t = 0; t < L; ++t) {
+        const float bt = beta[row(t)];
+        const float* dOt = dO + t * ldo;
+        for (int64_t j = 0; j <= t; ++j) {
+          if (j < t) {
+            const float da = -dot(b.du.data() + t * V, ub + j * V, V);
+            b.db[t] += da * b.Ak[t * C + j];
+            const float ga = da * bt;
+            b.MA[t * C + j] = ga * b.E[t * C + j];
+            const float x = ga * b.Ak[t * C + j];
+            b.dG[t] += x;
+            b.dG[j] -= x;
+          }
+          const float dc = dot(dOt, ub + j * V, V);
+          b.MC[t * C + j] = dc * b.E[t * C + j];
+          if (j < t) {
+            const float x = dc * b.Cm[t * C + j];
+            b.dG[t] += x;
+            b.dG[j] -= x;
+          }
+        }
+      }
+      for (int64_t t = 0; t < L; ++t) {
+        float* dqt = b.dqs.data() + t * K;
+        float* dkt = b.dkk.data() + t * K;
+        combine<false>(dqt, nullptr, false, 0.0f, b.MC.data() + t * C, 1, kb, K, t + 1, K);
+        combine<false>(dkt, nullptr, false, 0.0f, b.MA.data() + t * C, 1, kb, K, t, K);
+        combine<false>(dkt, dkt, false, 0.0f, b.MA.data() + (t + 1) * C + t, C, kb + (t + 1) * K,
+                       K, L - 1 - t, K);
+        combine<false>(dkt, dkt, false, 0.0f, b.MC.data() + t * C + t, C, b.QS.data() + t * K, K,
+                       L - t, K);
+      }
+    } else {
     // a_tj = β_t Ak[t][j], u_t −= a_tj u_j: da = −du_t·u_j.
     for (int64_t t = 0; t < L; ++t) {
       const float bt = beta[row(t)];
@@ -324,7 +359,7 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
         const float da = -dot(b.du.data() + t * V, ub + j * V, V);
         b.db[t] += da * b.Ak[t * C + j];
         const float ga = da * bt;
-        if constexpr (PC) {
+        {
           const float* Gt = Gb + t * K;
           const float* Gj = Gb + j * K;
           float* dkt = b.dkk.data() + t * K;
@@ -341,13 +376,6 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
             store_c(dGt + i, add(load_c(dGt + i, cc, 0.0f), x), cc);
             store_c(dGj + i, sub(load_c(dGj + i, cc, 0.0f), x), cc);
           });
-        } else {
-          const float ge = ga * b.E[t * C + j];
-          axpy(b.dkk.data() + t * K, ge, kb + j * K, K);
-          axpy(b.dkk.data() + j * K, ge, kb + t * K, K);
-          const float x = ga * b.Ak[t * C + j];
-          b.dG[t] += x;
-          b.dG[j] -= x;
         }
       }
     }
@@ -356,7 +384,7 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
       const float* dOt = dO + t * ldo;
       for (int64_t j = 0; j <= t; ++j) {
         const float dc = dot(dOt, ub + j * V, V);
-        if constexpr (PC) {
+        {
           const float* Gt = Gb + t * K;
           const float* Gj = Gb + j * K;
           float* dqt = b.dqs.data() + t * K;
@@ -376,24 +404,17 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
               store_c(dGj + i, sub(load_c(dGj + i, cc, 0.0f), x), cc);
             }
           });
-        } else {
-          const float ge = dc * b.E[t * C + j];
-          axpy(b.dqs.data() + t * K, ge, kb + j * K, K);
-          axpy(b.dkk.data() + j * K, ge, b.QS.data() + t * K, K);
-          if (j < t) {
-            const float x = dc * b.Cm[t * C + j];
-            b.dG[t] += x;
-            b.dG[j] -= x;
-          }
         }
       }
     }
-    // Y_t = S_0 dO_t, Z_t = S_0 du_t (K each).
-    for (int64_t t = 0; t < L; ++t)
-      for (int64_t d = 0; d < K; ++d) {
-        b.Y[t * K + d] = dot(S0 + d * V, dO + t * ldo, V);
-        b.Z[t * K + d] = dot(S0 + d * V, b.du.data() + t * V, V);
-      }
+    }
+    // Y_t = S_0 dO_t, Z_t = S_0 du_t (K each), as combinations of the rows of S_0ᵀ.
+    transpose(b.ST.data(), S0, K, V);
+    for (int64_t t = 0; t < L; ++t) {
+      combine<false>(b.Y.data() + t * K, nullptr, false, 0.0f, dO + t * ldo, 1, b.ST.data(), K, V, K);
+      combine<false>(b.Z.data() + t * K, nullptr, false, 0.0f, b.du.data() + t * V, 1, b.ST.data(),
+                     K, V, K);
+    }
     // Inter-chunk read o_t += S_0ᵀ(e⊙q̂_t) and the state read in r_t.
     for (int64_t t = 0; t < L; ++t) {
       const int64_t r = row(t);
@@ -431,8 +452,9 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
       } else {
         b.dG[L - 1] += sexp(GL[0]) * dot(S0, b.dS.data(), K * V);
       }
+      transpose(b.ST.data(), b.dS.data(), K, V);
       for (int64_t j = 0; j < L; ++j) {
-        for (int64_t d = 0; d < K; ++d) b.tmp[d] = dot(b.dS.data() + d * V, ub + j * V, V);
+        combine<false>(b.tmp.data(), nullptr, false, 0.0f, ub + j * V, 1, b.ST.data(), K, V, K);
         const float* Gj = Gb + j * Gd;
         const vf el = PC ? zero() : vexp(set1(GL[0] - Gj[0]));
         vf gacc = zero();
