@@ -19,27 +19,26 @@ int64_t monotonic_ns() {
       .count();
 }
 
-int64_t blocks_from_config(const EngineConfig& cfg, const models::TransformerConfig& mc) {
+int64_t blocks_from_config(const EngineConfig& cfg, const models::Decoder& model) {
   TITAN_CHECK(cfg.host_cache_bytes >= -1,
               "Engine: host_cache_bytes must be >= -1 (-1 = auto), got {}", cfg.host_cache_bytes);
   TITAN_CHECK(cfg.block_size >= 16 && cfg.block_size <= 256 && cfg.block_size % 16 == 0,
               "Engine: block_size must be a multiple of 16 in [16, 256], got {}", cfg.block_size);
   if (cfg.num_kv_blocks > 0) return cfg.num_kv_blocks;
   TITAN_CHECK(cfg.kv_cache_bytes >= 0, "Engine: kv_cache_bytes must be >= 0, got {}", cfg.kv_cache_bytes);
-  return cfg.kv_cache_bytes / Engine::kv_bytes_per_block(mc, cfg.block_size);
+  return cfg.kv_cache_bytes / Engine::kv_bytes_per_block(model, cfg.block_size);
 }
 }  // namespace
 
-int64_t Engine::kv_bytes_per_block(const models::TransformerConfig& c, int block_size) {
-  return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * static_cast<int64_t>(block_size) *
-         static_cast<int64_t>(sizeof(float));
+int64_t Engine::kv_bytes_per_block(const models::Decoder& model, int block_size) {
+  return models::cache_bytes_per_block(model.cache_spec(block_size));
 }
 
 Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, const EngineConfig& cfg)
     : model_(model),
       tok_(tokenizer),
       cfg_(cfg),
-      pool_(blocks_from_config(cfg, model.config()), cfg.block_size),
+      pool_(blocks_from_config(cfg, model), cfg.block_size),
       sched_(pool_, SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching}) {
   const auto& mc = model.config();
   eos_ = cfg.eos_token_ids;
@@ -47,13 +46,8 @@ Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, c
     if (tok_ && tok_->eos_id() >= 0) eos_.push_back(tok_->eos_id());
     else if (mc.eos_token_id >= 0) eos_.push_back(static_cast<int32_t>(mc.eos_token_id));
   }
-  kv_.block_size = cfg.block_size;
-  kv_.num_blocks = pool_.num_blocks();
-  const int64_t nb = pool_.num_blocks(), Hkv = mc.num_key_value_heads, Dh = mc.head_dim, B = cfg.block_size;
-  for (int64_t l = 0; l < mc.num_hidden_layers; ++l) {
-    kv_.k.push_back(Tensor::empty({nb, Hkv, Dh, B}));  // (num_blocks, Hkv, Dh, B)
-    kv_.v.push_back(Tensor::empty({nb, Hkv, B, Dh}));  // (num_blocks, Hkv, B, Dh)
-  }
+  // The cache the model declares per layer (paged K/V for attention layers).
+  kv_ = models::allocate_cache(model.cache_spec(cfg.block_size), pool_.num_blocks(), cfg.block_size);
   if (const int64_t hc = host_cache_bytes(); hc > 0) host_cache_.emplace(static_cast<size_t>(hc));
   t0_ns_ = monotonic_ns();
 }

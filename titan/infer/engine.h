@@ -114,9 +114,9 @@ class Engine {
   const BlockPool& block_pool() const { return pool_; }
   const EngineConfig& config() const { return cfg_; }
   int64_t num_kv_blocks() const { return pool_.num_blocks(); }
-  int64_t kv_cache_bytes() const { return pool_.num_blocks() * kv_bytes_per_block(model_.config(), cfg_.block_size); }
-  // Bytes of K and V for one block over all layers (fp32).
-  static int64_t kv_bytes_per_block(const models::TransformerConfig& cfg, int block_size);
+  int64_t kv_cache_bytes() const { return pool_.num_blocks() * kv_bytes_per_block(model_, cfg_.block_size); }
+  // Bytes one KV block takes over all layers (fp32), from the model's cache_spec.
+  static int64_t kv_bytes_per_block(const models::Decoder& model, int block_size);
   // The host_alloc cache bytes this engine holds (EngineConfig::host_cache_bytes resolved).
   int64_t host_cache_bytes() const;
 
@@ -135,7 +135,7 @@ class Engine {
   std::vector<int32_t> eos_;
   BlockPool pool_;
   Scheduler sched_;
-  models::PagedKVCache kv_;
+  models::ModelCache kv_;
   std::map<int64_t, std::unique_ptr<Request>> requests_;
   std::vector<int64_t> touched_;  // requests with news since the last step()
   int64_t next_id_ = 0;

@@ -22,6 +22,13 @@ const Family& family(const std::string& name) {
   fail("unknown model family '{}' (available: {})", name, names);
 }
 
+bool family_registered(const std::string& name) {
+  family(name);
+  return true;
+}
+
+nn::InitStyle family_init_style(const std::string& name) { return family(name).init_style; }
+
 TransformerConfig flavor(const std::string& family_name, const std::string& flavor_name) {
   const Family& f = family(family_name);
   auto it = f.flavors.find(flavor_name);

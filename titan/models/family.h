@@ -8,6 +8,7 @@
 
 #include "titan/checkpoint/hf_config.h"
 #include "titan/models/common/config.h"
+#include "titan/nn/init.h"
 #include "titan/nn/module.h"
 
 namespace titan::models {
@@ -17,6 +18,7 @@ struct Family {
   std::map<std::string, TransformerConfig> flavors;   // "debugmodel", "qwen3_0.6b", ...
   std::string hf_architecture;                        // "LlamaForCausalLM", ...
   std::string hf_model_type;                          // "llama", "qwen3"
+  nn::InitStyle init_style = nn::InitStyle::torchtitan_llama;  // InitScheme::family
 };
 
 // All registered families; throws titan::Error naming the family / flavor and the

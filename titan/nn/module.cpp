@@ -2,6 +2,8 @@
 
 #include <unordered_set>
 
+#include "titan/nn/init.h"
+
 namespace titan::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
@@ -51,6 +53,48 @@ Tensor Module::parameter(const std::string& name) const {
   for (auto& [n, t] : named_parameters())
     if (n == name) return t;
   fail("module has no parameter '{}'", name);
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  if (t.requires_grad()) t.requires_grad_(false);
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+void Module::collect_buffers(const std::string& prefix, NamedTensors& out) const {
+  for (auto& [n, t] : buffers_) out.emplace_back(prefix + n, t);
+  for (auto& [n, m] : children_) m->collect_buffers(prefix + n + ".", out);
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect_buffers("", out);
+  return out;
+}
+
+Tensor Module::buffer(const std::string& name) const {
+  for (auto& [n, t] : named_buffers())
+    if (n == name) return t;
+  fail("module has no buffer '{}'", name);
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_modules() const {
+  std::vector<std::pair<std::string, const Module*>> out{{"", this}};
+  for (auto& [n, m] : children_)
+    for (auto& [sub, mm] : static_cast<const Module*>(m)->named_modules())
+      out.emplace_back(sub.empty() ? n : n + "." + sub, mm);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (auto& [n, m] : static_cast<const Module*>(this)->named_modules())
+    out.emplace_back(n, const_cast<Module*>(m));
+  return out;
+}
+
+void Module::init_weights(const InitContext& ctx) {
+  for (auto& [n, m] : children_) m->init_weights(ctx);
 }
 
 void Module::zero_grad() {

@@ -1,8 +1,10 @@
 // The shared decoder's configuration. Field names follow Hugging Face config.json
-// (LlamaConfig / Qwen3Config) so families map 1:1; families differ only by flags.
+// (LlamaConfig / Qwen3Config / Qwen3MoeConfig / DeepseekV3Config) so families map
+// 1:1; families differ only by these fields, never by their name (DESIGN.md §7).
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace titan::models {
 
@@ -15,10 +17,10 @@ struct RopeScaling {
 };
 
 struct TransformerConfig {
-  std::string family = "llama3";      // "llama3" | "qwen3"
+  std::string family = "llama3";      // registry key (models/family.h): HF names, init style
   int64_t vocab_size = 32000;
   int64_t hidden_size = 512;          // D
-  int64_t intermediate_size = 1536;   // F (SwiGLU hidden)
+  int64_t intermediate_size = 1536;   // F (SwiGLU hidden of dense layers)
   int64_t num_hidden_layers = 8;      // L
   int64_t num_attention_heads = 8;    // H
   int64_t num_key_value_heads = 8;    // Hkv
@@ -33,12 +35,35 @@ struct TransformerConfig {
   int64_t sliding_window = 0;         // 0 = full causal attention
   int64_t bos_token_id = -1, eos_token_id = -1;
 
+  // ---- mixture of experts (0 experts = every layer dense). Which layers are MoE:
+  // layer l is dense when l < first_k_dense_replace (DeepSeek-V3), when l is listed in
+  // mlp_only_layers, or when (l + 1) % decoder_sparse_step != 0 (Qwen3-MoE).
+  int64_t num_experts = 0;            // E routed experts (DeepSeek: n_routed_experts)
+  int64_t num_experts_per_tok = 0;    // K
+  int64_t moe_intermediate_size = 0;  // F of one routed expert
+  bool norm_topk_prob = false;        // softmax router: renormalise the K weights to sum 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  int64_t first_k_dense_replace = 0;
+  int64_t n_shared_experts = 0;       // shared experts, each of width moe_intermediate_size
+  std::string scoring_func = "softmax";  // softmax | sigmoid (DeepSeek-V3 / Kimi K2)
+  int64_t n_group = 1;                // sigmoid router: expert groups for group-limited top-k
+  int64_t topk_group = 1;             // groups kept per token
+  double routed_scaling_factor = 1.0; // multiplies the routed experts' combined output
+  double router_aux_loss_coef = 0.0;  // sequence-level load-balancing loss weight (0 = off)
+
+  bool is_moe() const { return num_experts > 0; }
+  // Whether layer l uses the MoE feed-forward (false for every layer when !is_moe()).
+  bool is_moe_layer(int64_t l) const;
+
   // Throws titan::Error naming the field when sizes are inconsistent.
   void validate() const;
   // Parameter count (embeddings included once when tied).
   int64_t num_params() const;
+  // Parameters one token uses: routed experts count K of E (num_params() for dense).
+  int64_t num_active_params() const;
   // Training FLOPs per token, TorchTitan convention (survey §4):
-  // 6 * matmul params + 6 * L * H * 2 * Dh * seq_len (no causal halving).
+  // 6 * active matmul params + 6 * L * H * 2 * Dh * seq_len (no causal halving).
   double train_flops_per_token(int64_t seq_len) const;
 };
 

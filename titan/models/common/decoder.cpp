@@ -4,12 +4,26 @@
 
 #include "titan/autograd/checkpoint.h"
 #include "titan/autograd/node.h"
-#include "titan/core/philox.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
 #include "titan/ops/matmul.h"
 
 namespace titan::models {
+
+bool family_registered(const std::string& name);  // models/family.cpp (throws when not)
+
+namespace {
+// Feed-forward parameters of layer l: dense SwiGLU 3·D·F; MoE: the router gate E·D,
+// the routed experts (all E, or the K a token uses when `active`) and the shared experts,
+// 3·D·moe_intermediate_size each.
+int64_t ffn_params(const TransformerConfig& c, int64_t l, bool active) {
+  const int64_t D = c.hidden_size;
+  if (!c.is_moe_layer(l)) return 3 * D * c.intermediate_size;
+  const int64_t expert = 3 * D * c.moe_intermediate_size;
+  const int64_t routed = active ? c.num_experts_per_tok : c.num_experts;
+  return c.num_experts * D + (routed + c.n_shared_experts) * expert;
+}
+}  // namespace
 
 void TransformerConfig::validate() const {
   auto pos = [](const char* f, int64_t v) {
@@ -27,8 +41,27 @@ void TransformerConfig::validate() const {
               "model config: num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
               num_attention_heads, num_key_value_heads);
   TITAN_CHECK(head_dim % 8 == 0, "model config: head_dim must be a multiple of 8, got {}", head_dim);
-  TITAN_CHECK(family == "llama3" || family == "qwen3",
-              "model config: unknown family '{}' (expected llama3 or qwen3)", family);
+  TITAN_CHECK(num_experts >= 0, "model config: num_experts must be >= 0, got {}", num_experts);
+  if (is_moe()) {
+    pos("num_experts_per_tok", num_experts_per_tok);
+    pos("moe_intermediate_size", moe_intermediate_size);
+    pos("decoder_sparse_step", decoder_sparse_step);
+    TITAN_CHECK(num_experts_per_tok <= num_experts,
+                "model config: num_experts_per_tok ({}) must be <= num_experts ({})", num_experts_per_tok,
+                num_experts);
+    TITAN_CHECK(scoring_func == "softmax" || scoring_func == "sigmoid",
+                "model config: scoring_func must be softmax or sigmoid, got '{}'", scoring_func);
+    pos("n_group", n_group);
+    pos("topk_group", topk_group);
+    TITAN_CHECK(num_experts % n_group == 0, "model config: n_routed_experts ({}) must be divisible by n_group ({})",
+                num_experts, n_group);
+    TITAN_CHECK(topk_group <= n_group, "model config: topk_group ({}) must be <= n_group ({})", topk_group,
+                n_group);
+    TITAN_CHECK(n_shared_experts >= 0, "model config: n_shared_experts must be >= 0, got {}", n_shared_experts);
+    TITAN_CHECK(first_k_dense_replace >= 0, "model config: first_k_dense_replace must be >= 0, got {}",
+                first_k_dense_replace);
+  }
+  family_registered(family);
 }
 
 int64_t TransformerConfig::num_params() const {
@@ -36,20 +69,30 @@ int64_t TransformerConfig::num_params() const {
   int64_t attn = D * num_attention_heads * head_dim * 2 + D * num_key_value_heads * head_dim * 2;
   if (attention_bias) attn += (num_attention_heads + 2 * num_key_value_heads) * head_dim;
   if (qk_norm) attn += 2 * head_dim;
-  int64_t block = attn + 3 * D * intermediate_size + 2 * D;
-  int64_t n = vocab_size * D + L * block + D;
+  int64_t n = vocab_size * D + L * (attn + 2 * D) + D;
+  for (int64_t l = 0; l < L; ++l) n += ffn_params(*this, l, /*active=*/false);
   if (!tie_word_embeddings) n += vocab_size * D;
+  return n;
+}
+
+int64_t TransformerConfig::num_active_params() const {
+  int64_t n = num_params();
+  for (int64_t l = 0; l < num_hidden_layers; ++l)
+    n += ffn_params(*this, l, /*active=*/true) - ffn_params(*this, l, /*active=*/false);
   return n;
 }
 
 double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
   // Matmul params: everything but norms and the input embedding (the LM head counts;
   // when tied it is the embedding matrix used as a matmul).
+  // For MoE layers only the K routed experts a token visits (plus shared experts and
+  // the router gate) count.
   const int64_t D = hidden_size, L = num_hidden_layers;
+  double ffn = 0;
+  for (int64_t l = 0; l < L; ++l) ffn += static_cast<double>(ffn_params(*this, l, /*active=*/true));
   double matmul = static_cast<double>(L) * (D * num_attention_heads * head_dim * 2 +
-                                            D * num_key_value_heads * head_dim * 2 +
-                                            3.0 * D * intermediate_size) +
-                  static_cast<double>(vocab_size) * D;
+                                            D * num_key_value_heads * head_dim * 2) +
+                  ffn + static_cast<double>(vocab_size) * D;
   return 6.0 * matmul + 6.0 * L * num_attention_heads * 2.0 * head_dim * seq_len;
 }
 
@@ -75,20 +118,25 @@ ForwardBatch make_packed_batch(const std::vector<std::vector<int32_t>>& docs) {
 Decoder::Decoder(const TransformerConfig& cfg) : cfg_(cfg) {
   cfg_.validate();
   tok_embeddings = register_module("tok_embeddings", std::make_unique<Embedding>(cfg.vocab_size, cfg.hidden_size));
+  rope_ = std::make_shared<const RopeCache>(build_rope_tables(cfg_));
+  specs_ = models::layer_specs(cfg_);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
-    layers.push_back(register_module("layers." + std::to_string(l),
-                                     std::make_unique<TransformerBlock>(cfg, static_cast<int>(l))));
+    layers.push_back(register_module(
+        "layers." + std::to_string(l),
+        std::make_unique<TransformerBlock>(cfg_, specs_[static_cast<size_t>(l)], static_cast<int>(l), rope_)));
   norm = register_module("norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps));
   if (!cfg.tie_word_embeddings)
     output = register_module("output", std::make_unique<Linear>(cfg.hidden_size, cfg.vocab_size, false));
-  rope_ = build_rope_tables(cfg_);
+}
+
+std::vector<LayerCacheSpec> Decoder::cache_spec(int block_size) const {
+  std::vector<LayerCacheSpec> out;
+  for (const TransformerBlock* b : layers) out.push_back(b->cache_spec(block_size));
+  return out;
 }
 
 void Decoder::repack_for_decode() {
-  for (TransformerBlock* b : layers)
-    for (Linear* l : {b->attention->wq, b->attention->wk, b->attention->wv, b->attention->wo,
-                      b->feed_forward->w1, b->feed_forward->w2, b->feed_forward->w3})
-      l->repack_for_decode();
+  for (TransformerBlock* b : layers) b->repack_for_decode();
   if (output)
     output->repack_for_decode();
   else
@@ -133,81 +181,48 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
     TITAN_CHECK(pp[i] >= 0 && pp[i] < cfg_.max_position_embeddings,
                 "Decoder::forward: position {} at token {} is outside the model's context [0, {})",
                 pp[i], i, cfg_.max_position_embeddings);
+  TITAN_CHECK(!batch.is_paged() || batch.kv->layers.size() == layers.size(),
+              "Decoder::forward: the cache has {} layers, the model {}", batch.is_paged() ? batch.kv->layers.size() : 0,
+              layers.size());
+  if (batch.routed_experts) batch.routed_experts->assign(layers.size(), Tensor());
   Tensor h = tok_embeddings->forward(batch.tokens);
-  for (auto* layer : layers) {
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const TransformerBlock* layer = layers[l];
+    LayerCache* cache = batch.is_paged() ? &batch.kv->layers[l] : nullptr;
     if (activation_checkpoint == ActivationCheckpoint::full && autograd::GradMode::enabled() &&
         !batch.is_paged()) {
       // The recompute runs in backward, after this loop: capture the layer and the
       // batch (Tensor handles) by value, not the loop variable by reference.
       h = autograd::checkpoint(
-          [this, layer, batch](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{layer->forward(in[0], batch, rope_)};
+          [layer, batch](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{layer->forward(in[0], batch, nullptr)};
           },
           {h})[0];
     } else {
-      h = layer->forward(h, batch, rope_);
+      h = layer->forward(h, batch, cache);
     }
   }
   return norm->forward(h);
 }
 
-namespace {
-// Normal(0, std) truncated to [a*std, b*std] by rejection, from Philox keyed by
-// (seed, stream = parameter index): element i tries counters (i, attempt).
-void fill_normal(Tensor& t, double std, double trunc, uint64_t seed, uint64_t stream) {
-  autograd::NoGradGuard ng;
-  float* p = t.data<float>();
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    for (uint64_t attempt = 0;; ++attempt) {
-      auto r = philox_draw(seed ^ (stream * 0x9E3779B97F4A7C15ull), static_cast<uint64_t>(i) | (attempt << 40), stream);
-      float z = box_muller(r[0], r[1]);
-      if (trunc <= 0 || std::fabs(z) <= trunc) {
-        p[i] = static_cast<float>(z * std);
-        break;
-      }
-    }
-  }
-}
-}  // namespace
+nn::InitStyle family_init_style(const std::string& name);  // models/family.cpp
 
 void Decoder::init_weights(uint64_t seed, InitScheme scheme) {
-  const double L = static_cast<double>(cfg_.num_hidden_layers);
-  uint64_t stream = 0;
-  for (auto& [name, t] : named_parameters()) {
-    ++stream;
-    Tensor p = t;
-    const bool is_norm = name.find("norm") != std::string::npos;
-    if (is_norm) {
-      p.fill_(1.0);
-      continue;
-    }
-    if (name.size() > 5 && name.substr(name.size() - 5) == ".bias") {
-      p.fill_(0.0);
-      continue;
-    }
-    int layer = -1;
-    if (name.rfind("layers.", 0) == 0) layer = std::stoi(name.substr(7));
-    const bool residual_out = name.find(".wo.") != std::string::npos || name.find(".w2.") != std::string::npos;
-    if (cfg_.family == "qwen3" || scheme == InitScheme::gpt2) {
-      // Qwen3 (TorchTitan) and GPT-2/nanoGPT: normal(0.02) everywhere; residual outputs 0.02/sqrt(2L).
-      double std = residual_out ? 0.02 / std::sqrt(2.0 * L) : 0.02;
-      fill_normal(p, std, 0.0, seed, stream);
-    } else {
-      // Llama3 (TorchTitan): trunc_normal(0.02) (bounds ±2 absolute, i.e. ±100σ); wo/w2/w3 depth-scaled
-      // 0.02/sqrt(2(layer_id+1)); output trunc_normal(D^-0.5, ±3σ); embeddings normal(1).
-      if (name == "tok_embeddings.weight") {
-        fill_normal(p, cfg_.tie_word_embeddings ? std::pow(cfg_.hidden_size, -0.5) : 1.0,
-                    cfg_.tie_word_embeddings ? 3.0 : 0.0, seed, stream);
-      } else if (name == "output.weight") {
-        fill_normal(p, std::pow(cfg_.hidden_size, -0.5), 3.0, seed, stream);
-      } else {
-        const bool depth = residual_out || name.find(".w3.") != std::string::npos;
-        double std = depth ? 0.02 / std::sqrt(2.0 * (layer + 1)) : 0.02;
-        fill_normal(p, std, 0.0, seed, stream);  // torch trunc_normal_ a=-2,b=2 are absolute: no cut at 0.02
-      }
-    }
-  }
+  nn::InitContext ctx;
+  ctx.seed = seed;
+  ctx.style = scheme == InitScheme::gpt2 ? nn::InitStyle::gpt2 : family_init_style(cfg_.family);
+  ctx.num_layers = cfg_.num_hidden_layers;
+  ctx.hidden_size = cfg_.hidden_size;
+  ctx.tied_embeddings = cfg_.tie_word_embeddings;
+  ctx.number_parameters(*this);
+  init_weights(ctx);
+}
+
+void Decoder::init_weights(const nn::InitContext& ctx) {
+  tok_embeddings->init_weights(ctx);
+  for (TransformerBlock* b : layers) b->init_weights(ctx);
+  norm->init_weights(ctx);
+  if (output) output->init(ctx, nn::InitRole::lm_head, -1);
 }
 
 }  // namespace titan::models

@@ -1,5 +1,7 @@
-// The shared decoder-only transformer (Llama3 / Qwen3 families): one definition,
-// called by the trainer and by the generator through ForwardBatch (DESIGN.md §1.1).
+// The shared decoder-only transformer: embeddings -> N layers -> norm -> head, each
+// layer a (mixer, feed-forward) pair chosen by layer_specs(cfg) (DESIGN.md §7). One
+// definition, called by the trainer and by the generator through ForwardBatch
+// (DESIGN.md §1.1); the decoder loops over layers and knows no architecture.
 // Parameter names follow TorchTitan (tok_embeddings, layers.{i}.attention.wq, ...,
 // norm, output); each family's state-dict adapter maps them to Hugging Face names.
 #pragma once
@@ -7,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "titan/models/common/block.h"
+#include "titan/models/common/layer_spec.h"
 #include "titan/models/common/layers.h"
 
 namespace titan::models {
@@ -42,7 +46,15 @@ class Decoder : public nn::Module {
 
   // Initialises all parameters (by default as TorchTitan does for the family, survey
   // §4) from Philox keyed by seed: deterministic and independent of thread count.
+  // InitScheme::family uses the family's nn::InitStyle (Family::init_style); each module
+  // initialises its own parameters (Module::init_weights).
   void init_weights(uint64_t seed, InitScheme scheme = InitScheme::family);
+  void init_weights(const nn::InitContext& ctx) override;
+
+  // Per layer, what the generator caches (blocks of block_size tokens); the engine
+  // allocates a ModelCache from it (allocate_cache).
+  std::vector<LayerCacheSpec> cache_spec(int block_size) const;
+  const std::vector<LayerSpec>& layer_specs() const { return specs_; }
 
   // Inference only (infer::prepare_for_inference: titan generate, the engine
   // benchmarks): repacks every layer's projection weights (attention wq/wk/wv/wo,
@@ -65,7 +77,8 @@ class Decoder : public nn::Module {
  private:
   const Tensor& lm_head() const;  // the LM head weight in whichever layout it has
   TransformerConfig cfg_;
-  RopeCache rope_;
+  std::vector<LayerSpec> specs_;
+  std::shared_ptr<const RopeCache> rope_;
 };
 
 }  // namespace titan::models

@@ -8,17 +8,9 @@
 
 #include "titan/core/tensor.h"
 #include "titan/kernels/cpu/attention.h"
+#include "titan/models/common/cache_spec.h"
 
 namespace titan::models {
-
-// The generator's KV pool, one pair of tensors per layer:
-//   k[l] (num_blocks, Hkv, Dh, B) — head-dim major inside a block (attention.h),
-//   v[l] (num_blocks, Hkv, B, Dh).
-struct PagedKVCache {
-  std::vector<Tensor> k, v;
-  int block_size = kernels::cpu::kKvBlockSize;
-  int64_t num_blocks = 0;
-};
 
 struct ForwardBatch {
   Tensor tokens;     // (T) i32
@@ -27,8 +19,9 @@ struct ForwardBatch {
   // ---- trainer path (kv == nullptr)
   Tensor cu_seqlens;  // (S + 1) i32: sequence s is tokens [cu[s], cu[s+1])
 
-  // ---- generator path (kv != nullptr)
-  PagedKVCache* kv = nullptr;
+  // ---- generator path (kv != nullptr): the cache the model declared (cache_spec.h);
+  // the decoder hands layer l its LayerCache kv->layers[l].
+  ModelCache* kv = nullptr;
   Tensor block_tables;  // (num_seqs, max_blocks) i32
   Tensor seq_ids;       // (T) i32: row of block_tables for each token
   Tensor slot_mapping;  // (T) i64: cache slot (block * B + offset) each token's K/V goes to
@@ -36,6 +29,12 @@ struct ForwardBatch {
   // KV block size the trainer-side attention visits keys with. Parity with the
   // generator requires it to equal the cache's block size (the default).
   int attn_block_size = kernels::cpu::kKvBlockSize;
+
+  // Optional sink for the routers' choices: when set, the FFN of each MoE layer l
+  // stores its (T, K) i32 top-k expert indices (ascending expert index per token) at
+  // (*routed_experts)[l] (resized to the number of layers; dense layers leave theirs
+  // undefined). Used by the HF oracle tests and RL's routing_mismatch_frac.
+  std::vector<Tensor>* routed_experts = nullptr;
 
   int64_t num_tokens() const { return tokens.numel(); }
   bool is_paged() const { return kv != nullptr; }

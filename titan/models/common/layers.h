@@ -1,11 +1,14 @@
-// Building blocks of the shared decoder (TorchTitan names: wq/wk/wv/wo, w1/w2/w3,
-// attention_norm/ffn_norm). Each is written once and serves trainer and generator.
+// Building blocks of the shared decoder: Linear, Embedding, RMSNorm, the RoPE tables and
+// the base classes of a layer's mixer and feed-forward. Each is written once and serves
+// trainer and generator.
 #pragma once
 #include <memory>
 #include <vector>
 
+#include "titan/models/common/cache_spec.h"
 #include "titan/models/common/config.h"
 #include "titan/models/common/forward_batch.h"
+#include "titan/nn/init.h"
 #include "titan/nn/module.h"
 #include "titan/ops/rope.h"
 
@@ -32,6 +35,10 @@ class PanelRepackable : public nn::Module {
 class Linear : public PanelRepackable {
  public:
   Linear(int64_t in, int64_t out, bool bias);
+  // weight for `role` in layer `layer_id` (nn::InitContext::init), bias 0.
+  void init(const nn::InitContext& ctx, nn::InitRole role, int layer_id);
+  // The default: an input projection outside the layers' depth scaling.
+  void init_weights(const nn::InitContext& ctx) override { init(ctx, nn::InitRole::in_proj, -1); }
   // x (T, in) -> (T, out): linear(x, weight, bias), or linear_panels once repacked
   // (the same bits).
   Tensor forward(const Tensor& x) const;
@@ -45,6 +52,7 @@ class Linear : public PanelRepackable {
 class Embedding : public PanelRepackable {
  public:
   Embedding(int64_t num, int64_t dim);
+  void init_weights(const nn::InitContext& ctx) override;  // InitRole::embedding
   // ids (T) i32 -> (T, dim): embedding(weight, ids), or embedding_panels once repacked
   // (the same bits).
   Tensor forward(const Tensor& ids) const;
@@ -56,6 +64,7 @@ class Embedding : public PanelRepackable {
 class RMSNorm : public nn::Module {
  public:
   RMSNorm(int64_t dim, double eps);
+  void init_weights(const nn::InitContext& ctx) override;  // weight = 1
   Tensor forward(const Tensor& x) const;  // normalises the last dim
   Tensor weight;
   double eps;
@@ -64,37 +73,23 @@ class RMSNorm : public nn::Module {
 // fp32 RoPE tables (P, R/2) for the config, computed in double and rounded once.
 RopeCache build_rope_tables(const TransformerConfig& cfg);
 
-// Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half).
-class Attention : public nn::Module {
+// A module whose forward takes the layer's input and the batch: a token mixer or a
+// feed-forward of one decoder layer (DESIGN.md §7). `cache` is the layer's slice of
+// the generator's cache (batch.kv->layers[l]), null on the trainer path.
+class LayerComponent : public nn::Module {
  public:
-  Attention(const TransformerConfig& cfg, int layer_id);
-  // x (T, D) -> (T, D). Trainer path: packed varlen attention (differentiable).
-  // Generator path: writes K/V to the paged cache, then attends through block tables.
-  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeCache& rope) const;
-  Linear *wq, *wk, *wv, *wo;
-  RMSNorm *q_norm = nullptr, *k_norm = nullptr;
-
- private:
-  int layer_id_;
-  int64_t H_, Hkv_, Dh_, window_;
+  // x (T, D) f32 -> (T, D) f32.
+  virtual Tensor forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const = 0;
+  // What the generator caches for this component (empty: nothing).
+  virtual LayerCacheSpec cache_spec(int block_size) const { (void)block_size; return {}; }
+  // Inference only: repacks the component's projection weights for decode
+  // (PanelRepackable::repack_for_decode); the default does nothing.
+  virtual void repack_for_decode() {}
 };
 
-// SwiGLU feed-forward: w2(silu(w1 x) * w3 x).
-class FeedForward : public nn::Module {
- public:
-  FeedForward(int64_t dim, int64_t hidden);
-  Tensor forward(const Tensor& x) const;
-  Linear *w1, *w2, *w3;
-};
-
-// Pre-norm block: h = x + attn(norm(x)); out = h + ffn(norm(h)).
-class TransformerBlock : public nn::Module {
- public:
-  TransformerBlock(const TransformerConfig& cfg, int layer_id);
-  Tensor forward(const Tensor& x, const ForwardBatch& batch, const RopeCache& rope) const;
-  RMSNorm *attention_norm, *ffn_norm;
-  Attention* attention;
-  FeedForward* feed_forward;
-};
+// A token mixer (attention and its successors); register it as "attention".
+class Mixer : public LayerComponent {};
+// A feed-forward; register it as "feed_forward" (dense) or "moe".
+class FeedForwardBase : public LayerComponent {};
 
 }  // namespace titan::models

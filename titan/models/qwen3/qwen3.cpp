@@ -9,6 +9,7 @@ Family make_qwen3_family() {
   f.name = "qwen3";
   f.hf_architecture = "Qwen3ForCausalLM";
   f.hf_model_type = "qwen3";
+  f.init_style = nn::InitStyle::gpt2;  // normal(0.02), residual outputs 0.02/sqrt(2L)
   TransformerConfig base;
   base.family = "qwen3";
   base.qk_norm = true;

@@ -1,0 +1,48 @@
+#include "titan/models/common/block.h"
+
+#include "titan/ops/elementwise.h"
+
+namespace titan::models {
+
+TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec& spec_, int layer_id,
+                                   std::shared_ptr<const RopeCache> rope)
+    : spec(spec_) {
+  switch (spec.mixer) {
+    case MixerKind::gqa:
+      attention = register_module("attention", std::make_unique<Attention>(cfg, spec, layer_id, std::move(rope)));
+      mixer = attention;
+      break;
+  }
+  switch (spec.ffn) {
+    case FfnKind::dense:
+      feed_forward = register_module(
+          "feed_forward", std::make_unique<FeedForward>(cfg.hidden_size, cfg.intermediate_size, layer_id));
+      ffn = feed_forward;
+      break;
+    case FfnKind::moe:
+      fail("model config: layer {} is a mixture-of-experts layer (num_experts = {}), which this build does not provide",
+           layer_id, cfg.num_experts);
+  }
+  attention_norm = register_module("attention_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps));
+  ffn_norm = register_module("ffn_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
+  Tensor h = add(x, mixer->forward(attention_norm->forward(x), batch, cache));
+  return add(h, ffn->forward(ffn_norm->forward(h), batch, cache));
+}
+
+LayerCacheSpec TransformerBlock::cache_spec(int block_size) const {
+  LayerCacheSpec s = mixer->cache_spec(block_size);
+  LayerCacheSpec f = ffn->cache_spec(block_size);
+  s.paged.insert(s.paged.end(), f.paged.begin(), f.paged.end());
+  s.state.insert(s.state.end(), f.state.begin(), f.state.end());
+  return s;
+}
+
+void TransformerBlock::repack_for_decode() {
+  mixer->repack_for_decode();
+  ffn->repack_for_decode();
+}
+
+}  // namespace titan::models

@@ -1,0 +1,37 @@
+// One decoder layer: a (mixer, feed-forward) pair chosen by its LayerSpec, pre-norm
+// residual (DESIGN.md §7). Parameter names: layers.{l}.attention.* (the mixer),
+// layers.{l}.feed_forward.* (dense) or layers.{l}.moe.* (MoE), attention_norm, ffn_norm.
+#pragma once
+#include <memory>
+
+#include "titan/models/common/layer_spec.h"
+#include "titan/models/common/layers.h"
+#include "titan/models/ffn/dense.h"
+#include "titan/models/mixers/attention.h"
+
+namespace titan::models {
+
+class MoE;  // titan/models/ffn/moe.h
+
+// Pre-norm block: h = x + mixer(attention_norm(x)); out = h + ffn(ffn_norm(h)).
+class TransformerBlock : public nn::Module {
+ public:
+  TransformerBlock(const TransformerConfig& cfg, const LayerSpec& spec, int layer_id,
+                   std::shared_ptr<const RopeCache> rope);
+  // x (T, D) -> (T, D); cache: this layer's slice of the generator's cache (null when
+  // training).
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const;
+  LayerCacheSpec cache_spec(int block_size) const;
+  void repack_for_decode();
+
+  const LayerSpec spec;
+  Mixer* mixer;
+  FeedForwardBase* ffn;
+  RMSNorm *attention_norm, *ffn_norm;
+  // Typed views of mixer / ffn (null when the layer has another kind).
+  Attention* attention = nullptr;
+  FeedForward* feed_forward = nullptr;
+  MoE* moe = nullptr;
+};
+
+}  // namespace titan::models

@@ -1,0 +1,55 @@
+#include "titan/models/common/layer_spec.h"
+
+#include <algorithm>
+
+namespace titan::models {
+
+const char* mixer_kind_name(MixerKind k) {
+  switch (k) {
+    case MixerKind::gqa: return "gqa";
+  }
+  return "?";
+}
+
+const char* ffn_kind_name(FfnKind k) {
+  switch (k) {
+    case FfnKind::dense: return "dense";
+    case FfnKind::moe: return "moe";
+  }
+  return "?";
+}
+
+bool TransformerConfig::is_moe_layer(int64_t l) const {
+  if (!is_moe()) return false;
+  if (l < first_k_dense_replace) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) != mlp_only_layers.end()) return false;
+  return decoder_sparse_step > 0 && (l + 1) % decoder_sparse_step == 0;
+}
+
+std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
+  std::vector<LayerSpec> out;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    LayerSpec s;
+    s.mixer = MixerKind::gqa;
+    s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
+    s.window = cfg.sliding_window;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string describe_layers(const std::vector<LayerSpec>& specs) {
+  std::string out;
+  for (size_t i = 0; i < specs.size();) {
+    size_t j = i;
+    while (j + 1 < specs.size() && specs[j + 1] == specs[i]) ++j;
+    if (!out.empty()) out += ", ";
+    out += "L" + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "") + " " +
+           mixer_kind_name(specs[i].mixer) + "+" + ffn_kind_name(specs[i].ffn);
+    if (specs[i].window > 0) out += " window " + std::to_string(specs[i].window);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace titan::models

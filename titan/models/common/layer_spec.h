@@ -1,0 +1,38 @@
+// LayerSpec: what one decoder layer is made of, derived from the model config
+// (DESIGN.md §7). The decoder builds layer l's mixer and feed-forward from
+// layer_specs(cfg)[l] and otherwise knows no architecture.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "titan/models/common/config.h"
+
+namespace titan::models {
+
+// Token mixers. gqa: grouped-query softmax attention (models/mixers/attention.h).
+// Planned kinds (mla, dsa, gdn, kda) are added here with their mixer class.
+enum class MixerKind { gqa };
+// Feed-forwards. dense: SwiGLU (models/ffn/dense.h); moe: routed experts
+// (models/ffn/moe.h).
+enum class FfnKind { dense, moe };
+
+const char* mixer_kind_name(MixerKind k);
+const char* ffn_kind_name(FfnKind k);
+
+struct LayerSpec {
+  MixerKind mixer = MixerKind::gqa;
+  FfnKind ffn = FfnKind::dense;
+  int64_t window = 0;     // attention window in tokens (0 = full causal)
+  bool use_rope = true;   // rotary position embedding on q and k
+  bool operator==(const LayerSpec&) const = default;
+};
+
+// One LayerSpec per layer (cfg.num_hidden_layers of them): gqa attention everywhere,
+// window = sliding_window, ffn = moe where cfg.is_moe_layer(l).
+std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg);
+
+// "L0 gqa+dense, L1 gqa+moe, ..." with runs collapsed ("L0-3 gqa+moe"), for logs.
+std::string describe_layers(const std::vector<LayerSpec>& specs);
+
+}  // namespace titan::models

@@ -1,0 +1,29 @@
+#include "titan/models/ffn/dense.h"
+
+#include "titan/ops/activation.h"
+
+namespace titan::models {
+
+FeedForward::FeedForward(int64_t dim, int64_t hidden, int layer_id) : layer_id_(layer_id) {
+  w1 = register_module("w1", std::make_unique<Linear>(dim, hidden, false));
+  w2 = register_module("w2", std::make_unique<Linear>(hidden, dim, false));
+  w3 = register_module("w3", std::make_unique<Linear>(dim, hidden, false));
+}
+
+Tensor FeedForward::forward(const Tensor& x) const {
+  return w2->forward(swiglu(w1->forward(x), w3->forward(x)));
+}
+
+Tensor FeedForward::forward(const Tensor& x, const ForwardBatch&, LayerCache*) const { return forward(x); }
+
+void FeedForward::init_weights(const nn::InitContext& ctx) {
+  w1->init(ctx, nn::InitRole::in_proj, layer_id_);
+  w2->init(ctx, nn::InitRole::out_proj, layer_id_);
+  w3->init(ctx, nn::InitRole::up_proj, layer_id_);
+}
+
+void FeedForward::repack_for_decode() {
+  for (Linear* l : {w1, w2, w3}) l->repack_for_decode();
+}
+
+}  // namespace titan::models

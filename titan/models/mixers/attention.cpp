@@ -1,0 +1,96 @@
+#include "titan/models/mixers/attention.h"
+
+#include "titan/autograd/node.h"
+#include "titan/kernels/cpu/attention.h"
+#include "titan/ops/attention.h"
+#include "titan/ops/rope.h"
+
+namespace titan::models {
+
+namespace kc = titan::kernels::cpu;
+
+Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int layer_id,
+                     std::shared_ptr<const RopeCache> rope)
+    : rope_(std::move(rope)),
+      layer_id_(layer_id),
+      H_(cfg.num_attention_heads),
+      Hkv_(cfg.num_key_value_heads),
+      Dh_(cfg.head_dim),
+      window_(spec.window),
+      use_rope_(spec.use_rope) {
+  const int64_t D = cfg.hidden_size;
+  wq = register_module("wq", std::make_unique<Linear>(D, H_ * Dh_, cfg.attention_bias));
+  wk = register_module("wk", std::make_unique<Linear>(D, Hkv_ * Dh_, cfg.attention_bias));
+  wv = register_module("wv", std::make_unique<Linear>(D, Hkv_ * Dh_, cfg.attention_bias));
+  wo = register_module("wo", std::make_unique<Linear>(H_ * Dh_, D, false));
+  if (cfg.qk_norm) {
+    q_norm = register_module("q_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps));
+    k_norm = register_module("k_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps));
+  }
+}
+
+Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
+  const int64_t T = x.size(0);
+  Tensor q = wq->forward(x).view({T, H_, Dh_});
+  Tensor k = wk->forward(x).view({T, Hkv_, Dh_});
+  Tensor v = wv->forward(x).view({T, Hkv_, Dh_});
+  if (q_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  if (use_rope_) std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  Tensor out;
+  if (!batch.is_paged()) {
+    AttentionOptions opts;
+    opts.window = static_cast<int>(window_);
+    opts.block_size = batch.attn_block_size;
+    out = scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+  } else {
+    kc::AttentionParams params;
+    params.window = static_cast<int>(window_);
+    // Generator: no autograd. Write this chunk's K/V into the pages, then attend.
+    TITAN_CHECK(!autograd::GradMode::enabled() || !x.requires_grad(),
+                "Attention: the paged-KV path runs without autograd (use NoGradGuard)");
+    TITAN_CHECK(cache != nullptr && cache->paged.size() == 2,
+                "Attention (layer {}): the generator path needs the layer's K/V cache", layer_id_);
+    const ModelCache& kv = *batch.kv;
+    float* kc_pages = cache->paged[0].data<float>();
+    float* vc_pages = cache->paged[1].data<float>();
+    params.block_size = kv.block_size;
+    Tensor kc_ = k.contiguous(), vc_ = v.contiguous(), qc = q.contiguous();
+    kc::kv_cache_write(kc_pages, vc_pages,
+                       kc_.data<float>(), vc_.data<float>(), batch.slot_mapping.data<int64_t>(), T,
+                       static_cast<int>(Hkv_), static_cast<int>(Dh_), kv.num_blocks, kv.block_size);
+    out = Tensor::empty({T, H_, Dh_});
+    kc::attention_paged_fwd(out.data<float>(), nullptr, qc.data<float>(), kc_pages,
+                            vc_pages, batch.block_tables.data<int32_t>(),
+                            batch.seq_ids.data<int32_t>(), batch.positions.data<int32_t>(), T,
+                            static_cast<int>(H_), static_cast<int>(Hkv_), static_cast<int>(Dh_),
+                            static_cast<int>(batch.block_tables.size(0)),
+                            static_cast<int>(batch.block_tables.size(1)), kv.num_blocks, params);
+  }
+  return wo->forward(out.view({T, H_ * Dh_}));
+}
+
+LayerCacheSpec Attention::cache_spec(int block_size) const {
+  const int64_t B = block_size;
+  LayerCacheSpec s;
+  s.paged.push_back({"k", {Hkv_, Dh_, B}});
+  s.paged.push_back({"v", {Hkv_, B, Dh_}});
+  return s;
+}
+
+void Attention::init_weights(const nn::InitContext& ctx) {
+  for (Linear* l : {wq, wk, wv}) l->init(ctx, nn::InitRole::in_proj, layer_id_);
+  wo->init(ctx, nn::InitRole::out_proj, layer_id_);
+  if (q_norm) {
+    q_norm->init_weights(ctx);
+    k_norm->init_weights(ctx);
+  }
+}
+
+void Attention::repack_for_decode() {
+  for (Linear* l : {wq, wk, wv, wo}) l->repack_for_decode();
+}
+
+}  // namespace titan::models

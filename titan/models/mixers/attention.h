@@ -1,0 +1,38 @@
+// Grouped-query softmax attention, the `gqa` mixer (TorchTitan names wq/wk/wv/wo,
+// q_norm/k_norm), written once for the trainer (packed varlen) and the generator
+// (paged K/V cache).
+#pragma once
+#include <memory>
+
+#include "titan/models/common/layer_spec.h"
+#include "titan/models/common/layers.h"
+
+namespace titan::models {
+
+// Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half).
+class Attention : public Mixer {
+ public:
+  // rope: the decoder's shared fp32 tables (build_rope_tables), used when spec.use_rope.
+  Attention(const TransformerConfig& cfg, const LayerSpec& spec, int layer_id,
+            std::shared_ptr<const RopeCache> rope);
+  // x (T, D) -> (T, D). Trainer path (batch.kv null): packed varlen attention
+  // (differentiable). Generator path: writes K/V to cache->paged {k, v}, then attends
+  // through the block tables. Throws titan::Error on the generator path without a
+  // cache or with autograd recording.
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const override;
+  // Paged K/V: k (Hkv, Dh, B) and v (Hkv, B, Dh) per block (kernels/cpu/attention.h).
+  LayerCacheSpec cache_spec(int block_size) const override;
+  // wq/wk/wv in-projections, wo a residual output (InitRole::out_proj), norms 1.
+  void init_weights(const nn::InitContext& ctx) override;
+  void repack_for_decode() override;
+  Linear *wq, *wk, *wv, *wo;
+  RMSNorm *q_norm = nullptr, *k_norm = nullptr;
+
+ private:
+  std::shared_ptr<const RopeCache> rope_;
+  int layer_id_;
+  int64_t H_, Hkv_, Dh_, window_;
+  bool use_rope_;
+};
+
+}  // namespace titan::models
