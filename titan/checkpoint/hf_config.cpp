@@ -119,12 +119,13 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
   if (c.architectures.empty()) {
     if (c.model_type == "llama") c.architectures = {"LlamaForCausalLM"};
     else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
+    else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
   if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
-  if (c.model_type.empty()) c.model_type = c.is_llama() ? "llama" : "qwen3";
+  if (c.model_type.empty()) c.model_type = c.is_llama() ? "llama" : c.is_qwen3_next() ? "qwen3_next" : "qwen3";
 
   c.hidden_size = f.required_i64("hidden_size");
   c.intermediate_size = f.required_i64("intermediate_size");
@@ -163,6 +164,12 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     if (!theta) theta = Fields{*rp, where + " rope_parameters", nullptr}.f64("rope_theta");
     if (!c.rope_scaling) c.rope_scaling = parse_rope_scaling(*rp, where, "rope_parameters");
   }
+  std::optional<double> prf = f.f64("partial_rotary_factor");
+  if (const json* rp = j.contains("rope_parameters") ? &j.at("rope_parameters") : nullptr; rp && !prf)
+    prf = Fields{*rp, where + " rope_parameters", nullptr}.f64("partial_rotary_factor");
+  c.partial_rotary_factor = prf.value_or(1.0);
+  TITAN_CHECK(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1,
+              "{}: field 'partial_rotary_factor' must be in (0, 1], got {}", where, c.partial_rotary_factor);
   c.rope_theta = theta.value_or(10000.0);
   TITAN_CHECK(c.rope_theta > 0, "{}: field 'rope_theta' must be positive, got {}", where, c.rope_theta);
 
@@ -216,6 +223,7 @@ json hf_config_to_json(const HFConfig& c) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
+  if (c.partial_rotary_factor != 1.0) j["partial_rotary_factor"] = c.partial_rotary_factor;
   if (c.rope_scaling) {
     const HFRopeScaling& s = *c.rope_scaling;
     j["rope_scaling"] = {{"rope_type", s.rope_type},

@@ -13,7 +13,8 @@
 
 namespace titan {
 
-inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM"};
+inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM",
+                                                          "Qwen3NextForCausalLM"};
 
 // Llama 3.1/3.2 frequency-dependent RoPE scaling (rope_type "llama3"); source:
 // transformers modeling_rope_utils._compute_llama3_parameters.
@@ -39,6 +40,7 @@ struct HFConfig {
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   std::optional<HFRopeScaling> rope_scaling;  // null: plain RoPE
+  double partial_rotary_factor = 1.0;       // top level or rope_parameters (Qwen3-Next: 0.25)
   bool tie_word_embeddings = false;         // lm_head shares embed_tokens
   bool attention_bias = false;              // q/k/v/o projections have biases
   std::optional<int64_t> bos_token_id;
@@ -49,6 +51,7 @@ struct HFConfig {
   const std::string& architecture() const { return architectures.at(0); }
   bool is_llama() const { return architecture() == "LlamaForCausalLM"; }
   bool is_qwen3() const { return architecture() == "Qwen3ForCausalLM"; }
+  bool is_qwen3_next() const { return architecture() == "Qwen3NextForCausalLM"; }
 };
 
 // Parses a config object. `source` names it in errors ("config.json <source>: ...").

@@ -94,6 +94,20 @@ JobConfig qwen3_debugmodel() {
   return c;
 }
 
+// debugmodel as a Qwen3-Next hybrid: 3 Gated DeltaNet layers + 1 gated full-attention
+// layer, dim 64, byte tokens, from the shipped HF config.json
+// (recipes/qwen3_next_debugmodel.json).
+JobConfig qwen3_next_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention), byte tokens";
+  c.model.name = "qwen3_next";
+  c.model.hf_config = "recipes/qwen3_next_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 // A small Qwen3-style chat model (q/k RMSNorm, GQA, tied embeddings) trained from
 // scratch on alphabet_sort demonstrations (rl/sft_data.h: loss on the assistant's
 // tokens only) with the byte_chat tokenizer; the starting policy of alphabet_sort_grpo.
@@ -162,6 +176,8 @@ struct Registry {
        alphabet_sort_grpo},
       {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},
+      {"qwen3_next_debugmodel", "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention)",
+       qwen3_next_debugmodel},
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
   };
 };

@@ -7,9 +7,11 @@ namespace titan::models {
 
 Family make_llama3_family();
 Family make_qwen3_family();
+Family make_qwen3_next_family();
 
 const std::vector<Family>& families() {
-  static const std::vector<Family> fams = {make_llama3_family(), make_qwen3_family()};
+  static const std::vector<Family> fams = {make_llama3_family(), make_qwen3_family(),
+                                           make_qwen3_next_family()};
   return fams;
 }
 
@@ -38,10 +40,41 @@ TransformerConfig flavor(const std::string& family_name, const std::string& flav
   fail("unknown flavor '{}' for model family '{}' (available: {})", flavor_name, family_name, names);
 }
 
+namespace {
+// Qwen3NextConfig's hybrid fields (they sit in HFConfig::extra). MoE layers are read
+// with the HF names; the block refuses them in builds without an MoE feed-forward.
+void read_qwen3_next_fields(const HFConfig& hf, TransformerConfig& c) {
+  const nlohmann::json& x = hf.extra;
+  auto i64 = [&](const char* k, int64_t def) { return x.contains(k) ? x.at(k).get<int64_t>() : def; };
+  c.attn_output_gate = true;
+  c.norm_unit_offset = true;
+  c.linear_num_key_heads = i64("linear_num_key_heads", 16);
+  c.linear_num_value_heads = i64("linear_num_value_heads", 32);
+  c.linear_key_head_dim = i64("linear_key_head_dim", 128);
+  c.linear_value_head_dim = i64("linear_value_head_dim", 128);
+  c.linear_conv_kernel_dim = i64("linear_conv_kernel_dim", 4);
+  if (x.contains("layer_types")) {
+    c.layer_types = x.at("layer_types").get<std::vector<std::string>>();
+  } else {
+    const int64_t every = i64("full_attention_interval", 4);
+    TITAN_CHECK(every >= 1, "config.json: full_attention_interval must be >= 1, got {}", every);
+    for (int64_t l = 0; l < hf.num_hidden_layers; ++l)
+      c.layer_types.push_back((l + 1) % every ? "linear_attention" : "full_attention");
+  }
+  c.num_experts = i64("num_experts", 0);
+  c.num_experts_per_tok = i64("num_experts_per_tok", 0);
+  c.moe_intermediate_size = i64("moe_intermediate_size", 0);
+  c.decoder_sparse_step = i64("decoder_sparse_step", 1);
+  if (x.contains("mlp_only_layers")) c.mlp_only_layers = x.at("mlp_only_layers").get<std::vector<int64_t>>();
+}
+}  // namespace
+
 TransformerConfig config_from_hf(const HFConfig& hf) {
   TransformerConfig c;
-  c.family = hf.is_qwen3() ? "qwen3" : "llama3";
-  c.qk_norm = hf.is_qwen3();
+  c.family = hf.is_qwen3() ? "qwen3" : hf.is_qwen3_next() ? "qwen3_next" : "llama3";
+  c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next();
+  c.partial_rotary_factor = hf.partial_rotary_factor;
+  if (hf.is_qwen3_next()) read_qwen3_next_fields(hf, c);
   c.vocab_size = hf.vocab_size;
   c.hidden_size = hf.hidden_size;
   c.intermediate_size = hf.intermediate_size;
@@ -93,6 +126,17 @@ HFConfig config_to_hf(const TransformerConfig& c) {
   h.attention_bias = c.attention_bias;
   if (c.bos_token_id >= 0) h.bos_token_id = c.bos_token_id;
   if (c.eos_token_id >= 0) h.eos_token_id = {c.eos_token_id};
+  h.partial_rotary_factor = c.partial_rotary_factor;
+  if (!c.layer_types.empty()) {
+    h.extra["layer_types"] = c.layer_types;
+    h.extra["linear_num_key_heads"] = c.linear_num_key_heads;
+    h.extra["linear_num_value_heads"] = c.linear_num_value_heads;
+    h.extra["linear_key_head_dim"] = c.linear_key_head_dim;
+    h.extra["linear_value_head_dim"] = c.linear_value_head_dim;
+    h.extra["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
+    h.extra["num_experts"] = c.num_experts;
+    h.extra["mlp_only_layers"] = c.mlp_only_layers;
+  }
   h.torch_dtype = "float32";
   return h;
 }
@@ -113,6 +157,13 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"feed_forward.w1.weight", "mlp.gate_proj.weight"},
       {"feed_forward.w2.weight", "mlp.down_proj.weight"},
       {"feed_forward.w3.weight", "mlp.up_proj.weight"},
+      {"attention.in_proj_qkvz.weight", "linear_attn.in_proj_qkvz.weight"},
+      {"attention.in_proj_ba.weight", "linear_attn.in_proj_ba.weight"},
+      {"attention.conv1d.weight", "linear_attn.conv1d.weight"},
+      {"attention.dt_bias", "linear_attn.dt_bias"},
+      {"attention.A_log", "linear_attn.A_log"},
+      {"attention.norm.weight", "linear_attn.norm.weight"},
+      {"attention.out_proj.weight", "linear_attn.out_proj.weight"},
       {"attention_norm.weight", "input_layernorm.weight"},
       {"ffn_norm.weight", "post_attention_layernorm.weight"},
   };
@@ -182,7 +233,8 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
 std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
   std::map<std::string, Tensor> out;
   for (auto& [name, p] : model.named_parameters()) {
-    TITAN_CHECK(p.dim() <= 2,
+    const bool conv = name.size() >= 13 && name.compare(name.size() - 13, 13, "conv1d.weight") == 0;
+    TITAN_CHECK(p.dim() <= 2 || conv,
                 "hf_state_dict: parameter '{}' has shape {}: the model's weights were repacked for "
                 "inference (Decoder::repack_for_decode) and cannot be saved",
                 name, shape_str(p.shape()));

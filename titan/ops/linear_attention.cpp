@@ -213,6 +213,28 @@ Tensor rms_norm_gated(const Tensor& x, const Tensor& z, const Tensor& w, double 
   return mul(rms_norm(x, w, eps), silu(z));
 }
 
+Tensor softplus(const Tensor& x) {
+  check_dtype("softplus", "x", x, DType::f32);
+  Tensor xc = contig(x);
+  Tensor out = Tensor::empty(x.shape());
+  const float* xp = xc.data<float>();
+  float* op = out.data<float>();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) op[i] = xp[i] > 20.0f ? xp[i] : std::log1p(std::exp(xp[i]));
+  if (needs_grad({&x})) {
+    record_fn("Softplus", {x}, {out}, [xc = xc.detach()](const std::vector<Tensor>& g) {
+      Tensor gc = contig(g[0]);
+      Tensor dx = Tensor::empty(xc.shape());
+      const float* xp = xc.data<float>();
+      const float* gp = gc.data<float>();
+      float* dp = dx.data<float>();
+      for (int64_t i = 0; i < xc.numel(); ++i) dp[i] = gp[i] / (1.0f + std::exp(-xp[i]));
+      return std::vector<Tensor>{dx};
+    });
+  }
+  return out;
+}
+
 Tensor l2_normalize(const Tensor& x, double eps) {
   constexpr const char* op = "l2_normalize";
   check_dtype(op, "x", x, DType::f32);

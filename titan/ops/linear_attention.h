@@ -49,6 +49,10 @@ Tensor causal_conv1d_cached(const Tensor& x, const Tensor& w, const Tensor& cu_s
 //   y = w ⊙ x / sqrt(mean(x²) + eps) ⊙ silu(z).   x, z (..., D); w (D).
 Tensor rms_norm_gated(const Tensor& x, const Tensor& z, const Tensor& w, double eps);
 
+// softplus(x) = log(1 + exp(x)), x for x > 20 (torch.nn.functional.softplus, beta 1,
+// threshold 20), element-wise with libm expf/log1pf; gradient sigmoid(x). f32 any shape.
+Tensor softplus(const Tensor& x);
+
 // L2 normalisation over the last dim as fla / HF l2norm: x · rsqrt(Σ x² + eps).
 Tensor l2_normalize(const Tensor& x, double eps = 1e-6);
 

@@ -12,6 +12,10 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       attention = register_module("attention", std::make_unique<Attention>(cfg, spec, layer_id, std::move(rope)));
       mixer = attention;
       break;
+    case MixerKind::gdn:
+      gdn = register_module("attention", std::make_unique<GatedDeltaNet>(cfg, layer_id));
+      mixer = gdn;
+      break;
   }
   switch (spec.ffn) {
     case FfnKind::dense:
@@ -23,8 +27,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       fail("model config: layer {} is a mixture-of-experts layer (num_experts = {}), which this build does not provide",
            layer_id, cfg.num_experts);
   }
-  attention_norm = register_module("attention_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps));
-  ffn_norm = register_module("ffn_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps));
+  attention_norm = register_module("attention_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
+  ffn_norm = register_module("ffn_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {

@@ -8,6 +8,7 @@
 #include "titan/models/common/layers.h"
 #include "titan/models/ffn/dense.h"
 #include "titan/models/mixers/attention.h"
+#include "titan/models/mixers/gdn.h"
 
 namespace titan::models {
 
@@ -30,6 +31,7 @@ class TransformerBlock : public nn::Module {
   RMSNorm *attention_norm, *ffn_norm;
   // Typed views of mixer / ffn (null when the layer has another kind).
   Attention* attention = nullptr;
+  GatedDeltaNet* gdn = nullptr;
   FeedForward* feed_forward = nullptr;
   MoE* moe = nullptr;
 };

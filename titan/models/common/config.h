@@ -52,7 +52,26 @@ struct TransformerConfig {
   double routed_scaling_factor = 1.0; // multiplies the routed experts' combined output
   double router_aux_loss_coef = 0.0;  // sequence-level load-balancing loss weight (0 = off)
 
+  // ---- hybrid linear attention (Qwen3-Next). layer_types[l] is "full_attention" (the
+  // gqa mixer) or "linear_attention" (the Gated DeltaNet mixer, models/mixers/gdn.h);
+  // empty: every layer full attention. The GDN layer: linear_num_key_heads q/k heads of
+  // linear_key_head_dim, linear_num_value_heads value heads of linear_value_head_dim,
+  // a causal depthwise conv1d of linear_conv_kernel_dim taps.
+  std::vector<std::string> layer_types;
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 4;
+  double partial_rotary_factor = 1.0;  // RoPE on the first head_dim * factor dims of q and k
+  bool attn_output_gate = false;       // q_proj also yields a per-head gate: out *= sigmoid(gate)
+  bool norm_unit_offset = false;       // RMSNorm weights applied as (1 + w), stored as w (init 0)
+
   bool is_moe() const { return num_experts > 0; }
+  // Whether layer l is a Gated DeltaNet layer (layer_types[l] == "linear_attention").
+  bool is_linear_attention_layer(int64_t l) const;
+  // RoPE dims per head: head_dim * partial_rotary_factor.
+  int64_t rotary_dim() const;
   // Whether layer l uses the MoE feed-forward (false for every layer when !is_moe()).
   bool is_moe_layer(int64_t l) const;
 

@@ -25,6 +25,15 @@ int64_t ffn_params(const TransformerConfig& c, int64_t l, bool active) {
 }
 }  // namespace
 
+// Parameters of layer l's token mixer (attn: those of a gqa layer).
+static int64_t mixer_params(const TransformerConfig& c, int64_t l, int64_t attn) {
+  if (!c.is_linear_attention_layer(l)) return attn;
+  const int64_t D = c.hidden_size, Hv = c.linear_num_value_heads;
+  const int64_t kd = c.linear_num_key_heads * c.linear_key_head_dim, vd = Hv * c.linear_value_head_dim;
+  return D * (2 * kd + 2 * vd) + D * 2 * Hv + (2 * kd + vd) * c.linear_conv_kernel_dim + 2 * Hv +
+         c.linear_value_head_dim + vd * D;
+}
+
 void TransformerConfig::validate() const {
   auto pos = [](const char* f, int64_t v) {
     TITAN_CHECK(v > 0, "model config: {} must be > 0, got {}", f, v);
@@ -61,6 +70,37 @@ void TransformerConfig::validate() const {
     TITAN_CHECK(first_k_dense_replace >= 0, "model config: first_k_dense_replace must be >= 0, got {}",
                 first_k_dense_replace);
   }
+  if (!layer_types.empty()) {
+    TITAN_CHECK(static_cast<int64_t>(layer_types.size()) == num_hidden_layers,
+                "model config: layer_types has {} entries, num_hidden_layers is {}", layer_types.size(),
+                num_hidden_layers);
+    bool any_linear = false;
+    for (size_t l = 0; l < layer_types.size(); ++l) {
+      TITAN_CHECK(layer_types[l] == "full_attention" || layer_types[l] == "linear_attention",
+                  "model config: layer_types[{}] = '{}' is not a known layer type (full_attention, "
+                  "linear_attention)", l, layer_types[l]);
+      any_linear = any_linear || layer_types[l] == "linear_attention";
+    }
+    if (any_linear) {
+      pos("linear_num_key_heads", linear_num_key_heads);
+      pos("linear_num_value_heads", linear_num_value_heads);
+      TITAN_CHECK(linear_key_head_dim >= 1 && linear_key_head_dim <= 1024,
+                  "model config: linear_key_head_dim = {} is outside [1, 1024] (the chunked delta-rule "
+                  "kernels' limit)", linear_key_head_dim);
+      TITAN_CHECK(linear_value_head_dim >= 1 && linear_value_head_dim <= 1024,
+                  "model config: linear_value_head_dim = {} is outside [1, 1024] (the chunked delta-rule "
+                  "kernels' limit)", linear_value_head_dim);
+      TITAN_CHECK(linear_num_value_heads % linear_num_key_heads == 0,
+                  "model config: linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})",
+                  linear_num_value_heads, linear_num_key_heads);
+      TITAN_CHECK(linear_conv_kernel_dim >= 1 && linear_conv_kernel_dim <= 64,
+                  "model config: linear_conv_kernel_dim must be in [1, 64], got {}", linear_conv_kernel_dim);
+    }
+  }
+  TITAN_CHECK(partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rotary_dim() % 2 == 0 &&
+                  rotary_dim() >= 2,
+              "model config: partial_rotary_factor = {} must give an even rotary dim in [2, head_dim = {}]",
+              partial_rotary_factor, head_dim);
   family_registered(family);
 }
 
@@ -69,8 +109,9 @@ int64_t TransformerConfig::num_params() const {
   int64_t attn = D * num_attention_heads * head_dim * 2 + D * num_key_value_heads * head_dim * 2;
   if (attention_bias) attn += (num_attention_heads + 2 * num_key_value_heads) * head_dim;
   if (qk_norm) attn += 2 * head_dim;
-  int64_t n = vocab_size * D + L * (attn + 2 * D) + D;
-  for (int64_t l = 0; l < L; ++l) n += ffn_params(*this, l, /*active=*/false);
+  if (attn_output_gate) attn += D * num_attention_heads * head_dim;
+  int64_t n = vocab_size * D + D;
+  for (int64_t l = 0; l < L; ++l) n += mixer_params(*this, l, attn) + 2 * D + ffn_params(*this, l, /*active=*/false);
   if (!tie_word_embeddings) n += vocab_size * D;
   return n;
 }
@@ -90,10 +131,18 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
   const int64_t D = hidden_size, L = num_hidden_layers;
   double ffn = 0;
   for (int64_t l = 0; l < L; ++l) ffn += static_cast<double>(ffn_params(*this, l, /*active=*/true));
-  double matmul = static_cast<double>(L) * (D * num_attention_heads * head_dim * 2 +
-                                            D * num_key_value_heads * head_dim * 2) +
-                  ffn + static_cast<double>(vocab_size) * D;
-  return 6.0 * matmul + 6.0 * L * num_attention_heads * 2.0 * head_dim * seq_len;
+  int64_t attn = D * num_attention_heads * head_dim * 2 + D * num_key_value_heads * head_dim * 2;
+  if (attn_output_gate) attn += D * num_attention_heads * head_dim;
+  double matmul = ffn + static_cast<double>(vocab_size) * D, mix = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    matmul += static_cast<double>(mixer_params(*this, l, attn));
+    // Softmax attention: 2·Dh per head per key over seq_len keys (QKᵀ and PV);
+    // Gated DeltaNet: ~4 passes over the (Dk, Dv) state per value head.
+    mix += is_linear_attention_layer(l)
+               ? 4.0 * linear_num_value_heads * linear_key_head_dim * linear_value_head_dim
+               : num_attention_heads * 2.0 * head_dim * seq_len;
+  }
+  return 6.0 * matmul + 6.0 * mix;
 }
 
 ForwardBatch make_packed_batch(const std::vector<std::vector<int32_t>>& docs) {
@@ -124,7 +173,7 @@ Decoder::Decoder(const TransformerConfig& cfg) : cfg_(cfg) {
     layers.push_back(register_module(
         "layers." + std::to_string(l),
         std::make_unique<TransformerBlock>(cfg_, specs_[static_cast<size_t>(l)], static_cast<int>(l), rope_)));
-  norm = register_module("norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps));
+  norm = register_module("norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
   if (!cfg.tie_word_embeddings)
     output = register_module("output", std::make_unique<Linear>(cfg.hidden_size, cfg.vocab_size, false));
 }

@@ -7,6 +7,7 @@ namespace titan::models {
 const char* mixer_kind_name(MixerKind k) {
   switch (k) {
     case MixerKind::gqa: return "gqa";
+    case MixerKind::gdn: return "gdn";
   }
   return "?";
 }
@@ -26,13 +27,23 @@ bool TransformerConfig::is_moe_layer(int64_t l) const {
   return decoder_sparse_step > 0 && (l + 1) % decoder_sparse_step == 0;
 }
 
+bool TransformerConfig::is_linear_attention_layer(int64_t l) const {
+  return l >= 0 && l < static_cast<int64_t>(layer_types.size()) &&
+         layer_types[static_cast<size_t>(l)] == "linear_attention";
+}
+
+int64_t TransformerConfig::rotary_dim() const {
+  return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
+}
+
 std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
   std::vector<LayerSpec> out;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerSpec s;
-    s.mixer = MixerKind::gqa;
+    s.mixer = cfg.is_linear_attention_layer(l) ? MixerKind::gdn : MixerKind::gqa;
     s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
-    s.window = cfg.sliding_window;
+    s.window = s.mixer == MixerKind::gqa ? cfg.sliding_window : 0;
+    s.use_rope = s.mixer == MixerKind::gqa;
     out.push_back(s);
   }
   return out;

@@ -11,8 +11,9 @@
 namespace titan::models {
 
 // Token mixers. gqa: grouped-query softmax attention (models/mixers/attention.h).
-// Planned kinds (mla, dsa, gdn, kda) are added here with their mixer class.
-enum class MixerKind { gqa };
+// gdn: Gated DeltaNet (models/mixers/gdn.h). Planned kinds (mla, dsa, kda) are added
+// here with their mixer class.
+enum class MixerKind { gqa, gdn };
 // Feed-forwards. dense: SwiGLU (models/ffn/dense.h); moe: routed experts
 // (models/ffn/moe.h).
 enum class FfnKind { dense, moe };
@@ -28,8 +29,9 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
-// One LayerSpec per layer (cfg.num_hidden_layers of them): gqa attention everywhere,
-// window = sliding_window, ffn = moe where cfg.is_moe_layer(l).
+// One LayerSpec per layer (cfg.num_hidden_layers of them): gdn where layer_types says
+// "linear_attention", gqa attention elsewhere, window = sliding_window (gqa layers),
+// ffn = moe where cfg.is_moe_layer(l).
 std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg);
 
 // "L0 gqa+dense, L1 gqa+moe, ..." with runs collapsed ("L0-3 gqa+moe"), for logs.

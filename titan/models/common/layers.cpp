@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "titan/ops/elementwise.h"
 #include "titan/ops/index.h"
 #include "titan/ops/matmul.h"
 #include "titan/ops/norm.h"
@@ -33,11 +34,13 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return repacked() ? embedding_panels(weight, num_, ids) : embedding(weight, ids);
 }
 
-RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
-  weight = register_parameter("weight", Tensor::ones({dim}));
+RMSNorm::RMSNorm(int64_t dim, double eps_, bool unit_offset_) : eps(eps_), unit_offset(unit_offset_) {
+  weight = register_parameter("weight", unit_offset ? Tensor::zeros({dim}) : Tensor::ones({dim}));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+Tensor RMSNorm::forward(const Tensor& x) const {
+  return rms_norm(x, unit_offset ? add(weight, 1.0) : weight, eps);
+}
 
 RopeCache build_rope_tables(const TransformerConfig& cfg) {
   titan::RopeScaling sc;
@@ -48,7 +51,7 @@ RopeCache build_rope_tables(const TransformerConfig& cfg) {
     sc.high_freq_factor = cfg.rope_scaling.high_freq_factor;
     sc.original_max_position_embeddings = cfg.rope_scaling.original_max_position_embeddings;
   }
-  return rope_cache(cfg.max_position_embeddings, cfg.head_dim, cfg.rope_theta, sc);
+  return rope_cache(cfg.max_position_embeddings, cfg.rotary_dim(), cfg.rope_theta, sc);
 }
 
 void Linear::init(const nn::InitContext& ctx, nn::InitRole role, int layer_id) {
@@ -58,6 +61,8 @@ void Linear::init(const nn::InitContext& ctx, nn::InitRole role, int layer_id) {
 
 void Embedding::init_weights(const nn::InitContext& ctx) { ctx.init(weight, nn::InitRole::embedding, -1); }
 
-void RMSNorm::init_weights(const nn::InitContext&) { nn::InitContext::constant(weight, 1.0); }
+void RMSNorm::init_weights(const nn::InitContext&) {
+  nn::InitContext::constant(weight, unit_offset ? 0.0 : 1.0);
+}
 
 }  // namespace titan::models

@@ -63,11 +63,13 @@ class Embedding : public PanelRepackable {
 
 class RMSNorm : public nn::Module {
  public:
-  RMSNorm(int64_t dim, double eps);
-  void init_weights(const nn::InitContext& ctx) override;  // weight = 1
+  // unit_offset: the gain is (1 + weight), weight initialised to 0 (Qwen3-Next, Gemma).
+  RMSNorm(int64_t dim, double eps, bool unit_offset = false);
+  void init_weights(const nn::InitContext& ctx) override;  // weight = 1 (0 with unit_offset)
   Tensor forward(const Tensor& x) const;  // normalises the last dim
   Tensor weight;
   double eps;
+  bool unit_offset;
 };
 
 // fp32 RoPE tables (P, R/2) for the config, computed in double and rounded once.

@@ -3,6 +3,7 @@
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
 #include "titan/ops/attention.h"
+#include "titan/ops/elementwise.h"
 #include "titan/ops/rope.h"
 
 namespace titan::models {
@@ -17,21 +18,30 @@ Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int la
       Hkv_(cfg.num_key_value_heads),
       Dh_(cfg.head_dim),
       window_(spec.window),
-      use_rope_(spec.use_rope) {
+      use_rope_(spec.use_rope),
+      gate_(cfg.attn_output_gate) {
   const int64_t D = cfg.hidden_size;
-  wq = register_module("wq", std::make_unique<Linear>(D, H_ * Dh_, cfg.attention_bias));
+  // With the output gate (Qwen3-Next) wq yields, per head, Dh query dims then Dh gate dims.
+  wq = register_module("wq", std::make_unique<Linear>(D, H_ * Dh_ * (gate_ ? 2 : 1), cfg.attention_bias));
   wk = register_module("wk", std::make_unique<Linear>(D, Hkv_ * Dh_, cfg.attention_bias));
   wv = register_module("wv", std::make_unique<Linear>(D, Hkv_ * Dh_, cfg.attention_bias));
   wo = register_module("wo", std::make_unique<Linear>(H_ * Dh_, D, false));
   if (cfg.qk_norm) {
-    q_norm = register_module("q_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps));
-    k_norm = register_module("k_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps));
+    q_norm = register_module("q_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps, cfg.norm_unit_offset));
+    k_norm = register_module("k_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps, cfg.norm_unit_offset));
   }
 }
 
 Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
   const int64_t T = x.size(0);
-  Tensor q = wq->forward(x).view({T, H_, Dh_});
+  Tensor q, gate;
+  if (gate_) {
+    Tensor qg = wq->forward(x).view({T, H_, 2 * Dh_});
+    q = qg.narrow(2, 0, Dh_).contiguous();
+    gate = qg.narrow(2, Dh_, Dh_).contiguous().view({T, H_ * Dh_});
+  } else {
+    q = wq->forward(x).view({T, H_, Dh_});
+  }
   Tensor k = wk->forward(x).view({T, Hkv_, Dh_});
   Tensor v = wv->forward(x).view({T, Hkv_, Dh_});
   if (q_norm) {
@@ -69,7 +79,9 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
                             static_cast<int>(batch.block_tables.size(0)),
                             static_cast<int>(batch.block_tables.size(1)), kv.num_blocks, params);
   }
-  return wo->forward(out.view({T, H_ * Dh_}));
+  Tensor o = out.view({T, H_ * Dh_});
+  if (gate_) o = mul(o, sigmoid(gate));
+  return wo->forward(o);
 }
 
 LayerCacheSpec Attention::cache_spec(int block_size) const {

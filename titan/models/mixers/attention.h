@@ -9,7 +9,8 @@
 
 namespace titan::models {
 
-// Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half).
+// Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half, on
+// the first cfg.rotary_dim() dims), and the optional sigmoid output gate of Qwen3-Next.
 class Attention : public Mixer {
  public:
   // rope: the decoder's shared fp32 tables (build_rope_tables), used when spec.use_rope.
@@ -33,6 +34,7 @@ class Attention : public Mixer {
   int layer_id_;
   int64_t H_, Hkv_, Dh_, window_;
   bool use_rope_;
+  bool gate_;  // cfg.attn_output_gate: out = attention · sigmoid(gate) before wo
 };
 
 }  // namespace titan::models
