@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "titan/autograd/checkpoint.h"
+#include "titan/nn/hooks.h"
 #include "titan/autograd/node.h"
 #include "titan/core/philox.h"
 #include "titan/ops/elementwise.h"
@@ -141,11 +142,12 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
       // batch (Tensor handles) by value, not the loop variable by reference.
       h = autograd::checkpoint(
           [this, layer, batch](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{layer->forward(in[0], batch, rope_)};
+            return std::vector<Tensor>{
+                nn::call_forward(*layer, [&] { return layer->forward(in[0], batch, rope_); })};
           },
           {h})[0];
     } else {
-      h = layer->forward(h, batch, rope_);
+      h = nn::call_forward(*layer, [&] { return layer->forward(h, batch, rope_); });
     }
   }
   return norm->forward(h);
