@@ -59,10 +59,6 @@ void refuse_unimplemented(const MeshShape& s) {
   TITAN_CHECK(s.pp == 1, "parallelism.pipeline_parallel_degree={}: pipeline parallelism is not implemented yet",
               s.pp);
   TITAN_CHECK(s.cp == 1, "parallelism.context_parallel_degree={}: context parallelism is not implemented yet", s.cp);
-  TITAN_CHECK(s.dp_replicate * s.dp_shard == 1,
-              "parallelism: data parallelism (data_parallel_replicate_degree={} × data_parallel_shard_degree={}) is "
-              "not implemented yet",
-              s.dp_replicate, s.dp_shard);
 }
 
 void require_single_rank(const config::JobConfig& job, int world_size, const char* command) {
