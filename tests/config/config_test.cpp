@@ -64,7 +64,7 @@ TEST(Config, EveryFieldAndSectionHasAOneLineDoc) {
   for (const char* key : {"job.dump_folder", "model.n_layers", "model.transforms", "training.steps",
                           "validation.split_fraction", "optimizer.muon_ns_steps", "lr_scheduler.decay_type",
                           "checkpoint.keep_latest_k", "metrics.peak_flops", "generator.kv_block_size",
-                          "rl.max_offpolicy_steps", "parallelism.data_parallel_degree"})
+                          "rl.max_offpolicy_steps", "parallelism.data_parallel_shard_degree"})
     EXPECT_NE(t.find(key), nullptr) << key;
 }
 
@@ -184,7 +184,7 @@ TEST(Config, BadTypeAndBadEnum) {
 TEST(Config, ValidationNamesTheFields) {
   EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"training.global_batch_size=6"}); }),
             "training.global_batch_size=6 must be a multiple of training.local_batch_size × "
-            "parallelism.data_parallel_degree = 4");
+            "data-parallel degree = 4");
   EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.n_kv_heads=3"}); }),
             "model.n_heads=4 must be a multiple of model.n_kv_heads=3");
   EXPECT_EQ(
@@ -342,3 +342,34 @@ TEST(Config, ExampleRecipeFilesParse) {
 }
 
 }  // namespace
+
+TEST(Config, ParallelismDegreesAreCheckedBeforeUse) {
+  // A zero degree used to reach a division (SIGFPE); an overflowing local × dp product too.
+  EXPECT_EQ(error_of([] {
+              tc::resolve_config("debugmodel", std::nullopt,
+                                 {"training.global_batch_size=8", "parallelism.data_parallel_shard_degree=0"});
+            }),
+            "parallelism.data_parallel_shard_degree=0 must be -1 (the rest of the world) or >= 1");
+  EXPECT_EQ(error_of([] {
+              tc::resolve_config("debugmodel", std::nullopt, {"parallelism.data_parallel_replicate_degree=0"});
+            }),
+            "parallelism.data_parallel_replicate_degree=0 must be > 0");
+  EXPECT_EQ(error_of([] {
+              tc::resolve_config("debugmodel", std::nullopt,
+                                 {"training.local_batch_size=4611686018427387904",
+                                  "parallelism.data_parallel_replicate_degree=4"});
+            }),
+            "training.local_batch_size=4611686018427387904 × data-parallel degree 4 overflows int64");
+  EXPECT_EQ(error_of([] {
+              tc::resolve_config("debugmodel", std::nullopt, {"parallelism.pipeline_parallel_schedule=ZBV"});
+            }),
+            "parallelism.pipeline_parallel_schedule='ZBV' is not one of: GPipe, 1F1B, Interleaved1F1B");
+  // The old single data-parallel key is gone (TorchTitan's names replace it).
+  EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"parallelism.data_parallel_degree=2"}); })
+                .rfind("unknown key 'parallelism.data_parallel_degree'", 0),
+            0u);
+  tc::JobConfig c = tc::resolve_config("debugmodel", std::nullopt, {"training.global_batch_size=16"});
+  EXPECT_EQ(tc::dp_degree(c, 4), 4);  // dp_shard = -1 takes the world
+  EXPECT_EQ(tc::grad_accum_steps(c, 4), 1);
+  EXPECT_EQ(tc::grad_accum_steps(c, 1), 4);
+}

@@ -8,6 +8,7 @@
 
 #include "titan/cli/command.h"
 #include "titan/core/error.h"
+#include "titan/distributed/runtime.h"
 #include "titan/kernels/cpu/dispatch.h"
 
 int main(int argc, char** argv) {
@@ -30,16 +31,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Under mpirun every rank prints its own errors, prefixed "rank R: "; a failing rank
+  // ends the job (distributed::finish), so no rank waits forever for it.
+  int rc = 0;
   try {
-    for (size_t i = 0; i < subs.size(); ++i)
-      if (subs[i]->parsed() && runs[i]) return runs[i]();
-    fmt::print("{}", app.help());
-    return 0;
+    rc = -1;
+    for (size_t i = 0; i < subs.size() && rc == -1; ++i)
+      if (subs[i]->parsed() && runs[i]) rc = runs[i]();
+    if (rc == -1) {
+      fmt::print("{}", app.help());
+      rc = 0;
+    }
   } catch (const Error& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return 2;
+    fmt::print(stderr, "error: {}{}\n", distributed::rank_prefix(), e.what());
+    rc = 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "internal error: {}\n", e.what());
-    return 1;
+    fmt::print(stderr, "internal error: {}{}\n", distributed::rank_prefix(), e.what());
+    rc = 1;
   }
+  return distributed::finish(rc);
 }

@@ -1,5 +1,6 @@
 #include "titan/config/job_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "titan/core/error.h"
@@ -51,10 +52,15 @@ void validate_training(const JobConfig& c) {
   non_negative(t.max_norm, "training.max_norm");
   TITAN_CHECK(t.host_cache_mb >= 0 && t.host_cache_mb <= (int64_t{1} << 30),
               "training.host_cache_mb={} must be in [0, 2^30] (MiB)", t.host_cache_mb);
-  const int64_t per_micro = t.local_batch_size * c.parallelism.data_parallel_degree;
+  // The data-parallel degree of one rank's view: data_parallel_shard_degree = -1 counts
+  // as 1 here (a necessary condition); ParallelDims repeats the check with the world size.
+  const int64_t dp = dp_degree(c);
+  int64_t per_micro = 0;
+  TITAN_CHECK(!__builtin_mul_overflow(t.local_batch_size, dp, &per_micro),
+              "training.local_batch_size={} × data-parallel degree {} overflows int64", t.local_batch_size, dp);
   TITAN_CHECK(effective_global_batch_size(c) % per_micro == 0,
               "training.global_batch_size={} must be a multiple of training.local_batch_size × "
-              "parallelism.data_parallel_degree = {}",
+              "data-parallel degree = {}",
               t.global_batch_size, per_micro);
   const ValidationConfig& v = c.validation;
   positive(v.freq, "validation.freq");
@@ -88,7 +94,6 @@ void validate_io(const JobConfig& c) {
   positive(c.metrics.log_freq, "metrics.log_freq");
   TITAN_CHECK(c.metrics.peak_flops >= 0.0 && std::isfinite(c.metrics.peak_flops),
               "metrics.peak_flops={} must be finite and >= 0 (0 = auto)", c.metrics.peak_flops);
-  positive(c.parallelism.data_parallel_degree, "parallelism.data_parallel_degree");
 }
 
 void validate_generator(const GeneratorConfig& g) {
@@ -104,6 +109,20 @@ void validate_generator(const GeneratorConfig& g) {
   non_negative(g.top_k, "generator.top_k");
   in_unit(g.min_p, "generator.min_p", true);
   positive(g.max_tokens, "generator.max_tokens");
+}
+
+void validate_parallelism(const ParallelismConfig& p) {
+  positive(p.data_parallel_replicate_degree, "parallelism.data_parallel_replicate_degree");
+  TITAN_CHECK(p.data_parallel_shard_degree == -1 || p.data_parallel_shard_degree >= 1,
+              "parallelism.data_parallel_shard_degree={} must be -1 (the rest of the world) or >= 1",
+              p.data_parallel_shard_degree);
+  positive(p.tensor_parallel_degree, "parallelism.tensor_parallel_degree");
+  positive(p.pipeline_parallel_degree, "parallelism.pipeline_parallel_degree");
+  positive(p.context_parallel_degree, "parallelism.context_parallel_degree");
+  positive(p.pipeline_parallel_microbatch_size, "parallelism.pipeline_parallel_microbatch_size");
+  const std::string& s = p.pipeline_parallel_schedule;
+  TITAN_CHECK(s == "GPipe" || s == "1F1B" || s == "Interleaved1F1B",
+              "parallelism.pipeline_parallel_schedule='{}' is not one of: GPipe, 1F1B, Interleaved1F1B", s);
 }
 
 void validate_rl(const RLConfig& r) {
@@ -127,7 +146,29 @@ void validate_rl(const RLConfig& r) {
 
 }  // namespace
 
+int64_t dp_degree(const JobConfig& c, int world_size) {
+  const ParallelismConfig& p = c.parallelism;
+  const int64_t replicate = std::max(p.data_parallel_replicate_degree, 1);
+  int64_t shard = p.data_parallel_shard_degree;
+  if (shard < 1) {
+    const int64_t others = replicate * std::max(p.tensor_parallel_degree, 1) *
+                           std::max(p.pipeline_parallel_degree, 1) * std::max(p.context_parallel_degree, 1);
+    shard = std::max<int64_t>(1, world_size / others);
+  }
+  return replicate * shard;
+}
+
+int64_t effective_global_batch_size(const JobConfig& c, int world_size) {
+  return c.training.global_batch_size ? c.training.global_batch_size
+                                      : c.training.local_batch_size * dp_degree(c, world_size);
+}
+
+int64_t grad_accum_steps(const JobConfig& c, int world_size) {
+  return effective_global_batch_size(c, world_size) / (c.training.local_batch_size * dp_degree(c, world_size));
+}
+
 void validate(const JobConfig& c) {
+  validate_parallelism(c.parallelism);
   validate_model(c.model);
   validate_training(c);
   validate_optim(c);

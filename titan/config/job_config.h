@@ -170,7 +170,14 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(int64_t, max_sampling_rounds, 4, "DAPO dynamic sampling: most generation rounds per step to fill rollouts_per_step")
 
 #define TITAN_PARALLELISM_FIELDS(X)                                                                      \
-  X(int, data_parallel_degree, 1, "data-parallel ranks; only 1 (one process) is supported on CPU")
+  X(int, data_parallel_replicate_degree, 1, "dp_replicate: data-parallel replicas (HSDP's outer dimension; each holds a full, or dp_shard-sharded, copy)") \
+  X(int, data_parallel_shard_degree, -1, "dp_shard: FSDP ranks sharding parameters, gradients and optimizer state on dim 0; -1 = the rest of the world") \
+  X(int, tensor_parallel_degree, 1, "tp: tensor-parallel ranks (Megatron colwise/rowwise)")               \
+  X(bool, enable_sequence_parallel, true, "with tp > 1: norms and residuals sharded on the sequence over tp") \
+  X(int, pipeline_parallel_degree, 1, "pp: pipeline stages (layer ranges) over ranks")                    \
+  X(std::string, pipeline_parallel_schedule, "1F1B", "pipeline schedule: GPipe | 1F1B | Interleaved1F1B")  \
+  X(int64_t, pipeline_parallel_microbatch_size, 1, "rows per pipeline microbatch")                         \
+  X(int, context_parallel_degree, 1, "cp: ranks splitting each sequence (head-tail balanced for causal attention)")
 
 struct JobSection { TITAN_CONFIG_BODY(JobSection, TITAN_JOB_FIELDS) };
 struct ModelConfig { TITAN_CONFIG_BODY(ModelConfig, TITAN_MODEL_FIELDS) };
@@ -204,18 +211,21 @@ inline int effective_n_kv_heads(const ModelConfig& m) { return m.n_kv_heads ? m.
 inline int effective_head_dim(const ModelConfig& m) {
   return m.head_dim ? m.head_dim : static_cast<int>(m.dim / (m.n_heads ? m.n_heads : 1));
 }
-inline int64_t effective_global_batch_size(const JobConfig& c) {
-  return c.training.global_batch_size ? c.training.global_batch_size
-                                      : c.training.local_batch_size * c.parallelism.data_parallel_degree;
-}
+// Data-parallel ranks of the layout on world_size ranks: data_parallel_replicate_degree ×
+// data_parallel_shard_degree, where a shard degree of -1 takes the rest of the world
+// (world_size / the product of the other degrees, at least 1). The layout itself is
+// checked by titan::distributed::ParallelDims.
+int64_t dp_degree(const JobConfig& c, int world_size = 1);
+// Rows per optimizer step over all ranks: training.global_batch_size, or local × dp when 0.
+int64_t effective_global_batch_size(const JobConfig& c, int world_size = 1);
 // Microbatches per optimizer step on each rank (gradient accumulation steps).
-inline int64_t grad_accum_steps(const JobConfig& c) {
-  return effective_global_batch_size(c) / (c.training.local_batch_size * c.parallelism.data_parallel_degree);
-}
+int64_t grad_accum_steps(const JobConfig& c, int world_size = 1);
 
 // Checks value ranges and cross-field constraints (batch divisibility, head
 // counts, probabilities). Throws titan::Error naming the field(s), the value and
 // what is expected, e.g. "training.global_batch_size=10 must be a multiple of ...".
+// The [parallelism] degrees are checked one by one here (>= 1; dp_shard -1 or >= 1);
+// their product against the world size and the model's shape is ParallelDims' check.
 void validate(const JobConfig& c);
 
 }  // namespace titan::config

@@ -147,7 +147,13 @@ int default_threads() {
     if (n >= 1) return n;
   }
   unsigned hc = std::thread::hardware_concurrency();
-  return hc ? static_cast<int>(hc) : 1;
+  int cores = hc ? static_cast<int>(hc) : 1;
+  // Ranks started by mpirun on this machine share its cores.
+  if (const char* s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    int local = std::atoi(s);
+    if (local > 1) cores /= local;
+  }
+  return cores >= 1 ? cores : 1;
 }
 
 std::mutex g_pool_mu;

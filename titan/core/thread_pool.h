@@ -12,8 +12,10 @@
 
 namespace titan {
 
-// Number of threads parallel_for uses (default: TITAN_NUM_THREADS env var, else
-// hardware concurrency). set_num_threads(n) with n >= 1; throws titan::Error otherwise.
+// Number of threads parallel_for uses (default: TITAN_NUM_THREADS env var, else the
+// hardware concurrency divided by the ranks of this job on this machine, read from the
+// launcher's OMPI_COMM_WORLD_LOCAL_SIZE, at least 1). set_num_threads(n) with n >= 1;
+// throws titan::Error otherwise.
 int num_threads();
 void set_num_threads(int n);
 

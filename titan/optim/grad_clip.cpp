@@ -56,10 +56,16 @@ float grad_norm(const std::vector<ParamRef>& params) {
 float clip_grad_norm_(const std::vector<ParamRef>& params, double max_norm) {
   TITAN_CHECK(max_norm > 0.0, "clip_grad_norm_: max_norm must be > 0, got {}", max_norm);
   const float total = grad_norm(params);
-  if (!std::isfinite(total)) return total;
+  scale_grads_for_norm_(params, total, max_norm);
+  return total;
+}
+
+void scale_grads_for_norm_(const std::vector<ParamRef>& params, float total, double max_norm) {
+  TITAN_CHECK(max_norm > 0.0, "clip_grad_norm_: max_norm must be > 0, got {}", max_norm);
+  if (!std::isfinite(total)) return;
   // torch: clip_coef = max_norm / (total_norm + 1e-6), fp32 tensor arithmetic.
   const float coef = static_cast<float>(max_norm) / (total + static_cast<float>(1e-6));
-  if (!(coef < 1.0f)) return total;
+  if (!(coef < 1.0f)) return;
   for (const ParamRef& p : params) {
     Tensor g = p.param.grad();
     if (!g.defined()) continue;
@@ -73,7 +79,6 @@ float clip_grad_norm_(const std::vector<ParamRef>& params, double max_norm) {
     float* d = g.data<float>();
     parallel_elementwise(g.numel(), [&](int64_t b, int64_t e) { kernels::scale(d + b, coef, e - b); });
   }
-  return total;
 }
 
 void zero_grad(const std::vector<ParamRef>& params, bool set_to_none) {

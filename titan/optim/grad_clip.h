@@ -30,6 +30,11 @@ float grad_norm(const std::vector<ParamRef>& params);
 // grad_norm.
 float clip_grad_norm_(const std::vector<ParamRef>& params, double max_norm);
 
+// The scaling half of clip_grad_norm_ given the total norm (e.g. one computed over
+// sharded gradients): multiplies every gradient by max_norm / (total + 1e-6) when that
+// is < 1 and total is finite.
+void scale_grads_for_norm_(const std::vector<ParamRef>& params, float total, double max_norm);
+
 // Drops every gradient (set_to_none, torch's default) or fills it with zeros.
 void zero_grad(const std::vector<ParamRef>& params, bool set_to_none = true);
 

@@ -10,6 +10,7 @@
 
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
+#include "titan/distributed/parallel_dims.h"
 #include "titan/checkpoint/sharded.h"
 #include "titan/config/resolve.h"
 #include "titan/core/error.h"
@@ -375,6 +376,7 @@ RLResult RLController::run(const RLRunOptions& o) {
 }
 
 int run_rl_job(const config::JobConfig& job) {
+  distributed::require_single_rank(job, distributed::world()->size(), "titan rl");
   auto t0 = Clock::now();
   RLController c(job);
   RLResult r = c.run();

@@ -18,6 +18,8 @@
 #include "titan/core/memory_stats.h"
 #include "titan/core/philox.h"
 #include "titan/data/token_cache.h"
+#include "titan/distributed/fsdp.h"
+#include "titan/distributed/parallel_dims.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
 #include "titan/ops/elementwise.h"
@@ -151,14 +153,42 @@ void Trainer::build() {
                                                                 : config::resolve_data_path(tp);
   tok_ = data::load_tokenizer(tok_path);
   auto mcfg = model_config_from_job(job_, tok_->vocab_size());
+  // The layout, checked the same way on every rank before any work.
+  const distributed::ModelDims dims{mcfg.num_hidden_layers, mcfg.num_attention_heads, mcfg.num_key_value_heads,
+                                    mcfg.intermediate_size, mcfg.vocab_size};
+  auto world = distributed::world();
+  const distributed::MeshShape shape = distributed::resolve_parallel_dims(job_, world->size(), dims);
+  distributed::refuse_unimplemented(shape);
+  mesh_ = std::make_unique<distributed::DeviceMesh>(world, shape);
+  rank0_ = world->rank() == 0;
+  const bool sharded = mesh_->dp_size() > 1;
+  if (sharded) {
+    TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
+                "optimizer.name=muon with a data-parallel degree of {} is not implemented (Muon orthogonalises "
+                "whole matrices; FSDP holds row shards)",
+                mesh_->dp_size());
+    TITAN_CHECK(!job_.checkpoint.enable,
+                "checkpoint.enable=true with a data-parallel degree of {}: distributed checkpoints are not "
+                "implemented yet",
+                mesh_->dp_size());
+  }
   model_ = std::make_unique<models::Decoder>(mcfg);
   model_->init_weights(static_cast<uint64_t>(job_.training.seed),
                        job_.model.init == config::ModelInit::gpt2 ? models::InitScheme::gpt2 : models::InitScheme::family);
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
-  opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(model_->named_parameters()),
-                                            optimizer_config_from_job(job_));
+  if (sharded) {
+    // One FSDP unit per transformer block (TorchTitan's fully_shard per layer).
+    std::vector<std::pair<std::string, const nn::Module*>> blocks;
+    for (size_t i = 0; i < model_->layers.size(); ++i)
+      blocks.emplace_back("layers." + std::to_string(i), model_->layers[i]);
+    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks);
+    opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(fsdp_->shards()), optimizer_config_from_job(job_));
+  } else {
+    opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(model_->named_parameters()),
+                                              optimizer_config_from_job(job_));
+  }
   sched_ = std::make_unique<optim::LRScheduler>(lr_config_from_job(job_), job_.training.steps);
 
   ckpt_ = std::make_unique<Ckpt>();
@@ -204,30 +234,51 @@ bool Trainer::build_document_loaders() {
 }
 
 double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
-  const int64_t accum = config::grad_accum_steps(job_);
+  const int64_t dp = mesh_->dp_size(), me = mesh_->dp_rank();
+  const int64_t accum = config::grad_accum_steps(job_, mesh_->world_size());  // per rank
+  // The step's accum × dp microbatches are drawn in the order of a 1-rank run with the
+  // same global batch; dp rank q trains on microbatches j ≡ q (mod dp) and skips the
+  // others' rows. Every rank thus knows the step's token counts without communication,
+  // and FSDP's gradient sum can follow the 1-rank accumulation order (fsdp.h).
   std::vector<data::Batch> micro;
   int64_t valid = 0;
-  for (int64_t i = 0; i < accum; ++i) {
-    micro.push_back(doc_loader_ ? doc_loader_->next() : loader_->next());
-    valid += micro.back().num_targets;
+  tokens = 0;
+  for (int64_t j = 0; j < accum * dp; ++j) {
+    data::Batch b = doc_loader_ ? doc_loader_->next() : loader_->next();
+    valid += b.num_targets;
+    tokens += b.num_tokens();
+    if (j % dp == me) micro.push_back(std::move(b));
   }
   TITAN_CHECK(valid > 0, "train step {}: every target of the batch is masked", step);
-  // loss = Σ token CE / valid tokens of the whole step (TorchTitan's global token mean).
-  double loss_sum = 0;
-  tokens = 0;
+  // loss = Σ token CE / valid tokens of the whole step over all ranks (TorchTitan's
+  // global token mean).
+  std::vector<double> losses;
   for (auto& b : micro) {
+    if (fsdp_) fsdp_->unshard_root();
     Tensor hidden = model_->forward(b.input);
     // The backward below sends float(1 / valid) to every row: computed with the forward.
     const double inv_valid = 1.0 / static_cast<double>(valid);
     Tensor l = linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0,
                                     Reduction::sum, /*expected_grad=*/inv_valid);
-    loss_sum += l.item<double>();
+    losses.push_back(l.item<double>());
     scale(l, inv_valid).backward();
-    tokens += b.num_tokens();
+    if (fsdp_) fsdp_->reduce_gradients();
   }
-  auto refs = opt_->param_refs();
-  grad_norm = job_.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job_.training.max_norm)
-                                         : optim::grad_norm(refs);
+  std::vector<double> all(static_cast<size_t>(accum * dp));
+  if (dp > 1)
+    mesh_->dp().all_gather_bytes(losses.data(), losses.size() * sizeof(double), all.data());
+  else
+    all = losses;
+  double loss_sum = 0;  // microbatch j = m·dp + q, summed in j order as one rank does
+  for (int64_t m = 0; m < accum; ++m)
+    for (int64_t q = 0; q < dp; ++q) loss_sum += all[static_cast<size_t>(q * accum + m)];
+  if (fsdp_) {
+    grad_norm = job_.training.max_norm > 0 ? fsdp_->clip_grad_norm_(job_.training.max_norm) : fsdp_->grad_norm();
+  } else {
+    auto refs = opt_->param_refs();
+    grad_norm = job_.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job_.training.max_norm)
+                                           : optim::grad_norm(refs);
+  }
   sched_->apply(*opt_, step);
   opt_->step();
   opt_->zero_grad();
@@ -242,12 +293,16 @@ double Trainer::evaluate() {
   const int64_t nb = val_loader_ ? val_loader_->num_batches()
                      : job_.validation.steps > 0 ? std::min(job_.validation.steps, doc_val_loader_->num_batches())
                                                  : doc_val_loader_->num_batches();
+  // Every rank evaluates every batch (the same bits as one rank; FSDP's forward is
+  // collective over dp_shard, so the ranks must run the same forwards).
+  if (fsdp_) fsdp_->unshard_root();
   for (int64_t i = 0; i < nb; ++i) {
     data::Batch b = val_loader_ ? val_loader_->batch(i) : doc_val_loader_->batch(i);
     Tensor hidden = model_->forward(b.input);
     sum += linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum).item<double>();
     n += b.num_targets;
   }
+  if (fsdp_) fsdp_->reshard_all();
   return sum / static_cast<double>(n);
 }
 
@@ -296,6 +351,17 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::export_hf() {
+  if (fsdp_) {
+    // Full tensors are gathered on every rank (a collective); rank 0 writes them.
+    fsdp_->unshard_all();
+    if (rank0_) write_hf_export();
+    fsdp_->reshard_all();
+  } else {
+    write_hf_export();
+  }
+}
+
+void Trainer::write_hf_export() {
   const std::string dir = dump_ + "/hf";
   fs::create_directories(dir);
   save_safetensors(dir + "/model.safetensors", models::hf_state_dict(*model_));
@@ -314,23 +380,33 @@ void Trainer::export_hf() {
 TrainResult Trainer::train() {
   TrainResult res;
   res.dump_folder = dump_;
-  config::save_config(job_);
+  if (rank0_) config::save_config(job_);
   const bool resumed = try_resume();
   res.steps_done = start_step_;
-  MetricsLogger metrics(dump_ + "/metrics.jsonl", resumed);
+  // Rank 0 prints and writes metrics.jsonl; every logged value is the whole job's.
+  std::unique_ptr<MetricsLogger> metrics_file;
+  if (rank0_) metrics_file = std::make_unique<MetricsLogger>(dump_ + "/metrics.jsonl", resumed);
+  auto log_row = [&](const nlohmann::json& row) {
+    if (metrics_file) metrics_file->log(row);
+  };
   SignalGuard signals;
   const double flops_per_token = model_->config().train_flops_per_token(job_.training.seq_len);
-  const double peak_flops = mfu_peak_flops(job_.metrics.peak_flops);
+  // metrics.peak_flops is the whole job's; auto = one rank's peak × the ranks.
+  const double peak_flops = job_.metrics.peak_flops > 0 ? job_.metrics.peak_flops
+                                                        : mfu_peak_flops(0.0) * mesh_->world_size();
   const int64_t total = job_.training.steps;
-  fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}\n",
+  if (rank0_)
+    fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}{}\n",
              model_->config().family, model_->num_parameters(), model_->config().num_hidden_layers,
              model_->config().hidden_size, model_->config().vocab_size,
              doc_loader_ ? doc_loader_->documents().num_tokens() : static_cast<int64_t>(loader_->data().tokens().size()),
-             kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads());
+             kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads(),
+             mesh_->world_size() > 1 ? fmt::format(" per rank | {} ranks: {}", mesh_->world_size(), mesh_->shape().str())
+                                     : std::string());
   if (job_.validation.enabled && start_step_ == 0) {
     double v = evaluate();
-    metrics.log({{"step", 0}, {"val_loss", v}});
-    fmt::print("step {:>5} | val_loss {:.4f}\n", 0, v);
+    log_row({{"step", 0}, {"val_loss", v}});
+    if (rank0_) fmt::print("step {:>5} | val_loss {:.4f}\n", 0, v);
     res.final_val_loss = v;
   }
   int64_t last_write_logged = -1;
@@ -343,7 +419,13 @@ TrainResult Trainer::train() {
     const double lr = sched_->lr(step, job_.optimizer.lr);
     const double loss = train_step(step, gnorm, tokens);
     auto t1 = Clock::now();
-    const int64_t mem_peak = storage_bytes_peak();
+    // Memory figures: the largest over the ranks.
+    distributed::ProcessGroup& world = mesh_->world();
+    const int64_t mem_peak = world.all_reduce_i64(storage_bytes_peak(), distributed::ReduceOp::max);
+    const int64_t mem_base_max = world.all_reduce_i64(mem_base, distributed::ReduceOp::max);
+    const double rss = static_cast<double>(
+                           world.all_reduce_i64(static_cast<int64_t>(rss_mb() * kMiB), distributed::ReduceOp::max)) /
+                       kMiB;
     const double step_ms = ms_between(t0, t1);
     const double tps = tokens / (step_ms / 1000.0);
     const int64_t done = step + 1;
@@ -354,9 +436,15 @@ TrainResult Trainer::train() {
                           {"tokens_per_s", tps},
                           {"mfu", flops_per_token * tps / peak_flops},
                           {"step_ms", step_ms},
-                          {"rss_mb", rss_mb()},
-                          {"mem_base_mb", mem_base / kMiB},
-                          {"mem_step_mb", (mem_peak - mem_base) / kMiB}};
+                          {"rss_mb", rss},
+                          {"mem_base_mb", mem_base_max / kMiB},
+                          {"mem_step_mb", (mem_peak - mem_base_max) / kMiB}};
+    if (fsdp_) {
+      const distributed::FsdpStats& fs = fsdp_->stats();
+      row["comm_ms"] = fs.comm_ms;
+      row["comm_bytes"] = fs.all_gather_bytes + fs.reduce_bytes;
+      fsdp_->reset_stats();
+    }
     res.final_loss = loss;
     const bool last = done == total;
     if (job_.validation.enabled && (done % job_.validation.freq == 0 || last)) {
@@ -371,8 +459,8 @@ TrainResult Trainer::train() {
       row["checkpoint_blocking_ms"] = blocking;
     }
     log_checkpoint_write(row, last_write_logged);
-    metrics.log(row);
-    if (done % job_.metrics.log_freq == 0 || last || row.contains("val_loss")) {
+    log_row(row);
+    if (rank0_ && (done % job_.metrics.log_freq == 0 || last || row.contains("val_loss"))) {
       fmt::print("step {:>5} | loss {:.4f}{} | lr {:.2e} | grad_norm {:.3f} | {:.0f} tok/s | mfu {:.1f}% | {:.0f} ms\n",
                  done, loss, row.contains("val_loss") ? fmt::format(" | val_loss {:.4f}", row["val_loss"].get<double>()) : "",
                  lr, gnorm, tps, 100.0 * row["mfu"].get<double>(), step_ms);
@@ -392,7 +480,7 @@ TrainResult Trainer::train() {
   if (ckpt_->mgr) {
     ckpt_->mgr->wait();  // the last (asynchronous) write; its duration gets a line of its own
     nlohmann::json row = {{"step", res.steps_done}};
-    if (log_checkpoint_write(row, last_write_logged)) metrics.log(row);
+    if (log_checkpoint_write(row, last_write_logged)) log_row(row);
   }
   if (!res.interrupted && job_.checkpoint.export_hf) export_hf();
   return res;
@@ -409,6 +497,8 @@ bool Trainer::log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) co
 
 std::string Trainer::sample(const std::string& prompt, int64_t n, double temperature, uint64_t seed) {
   autograd::NoGradGuard ng;
+  // Under FSDP every rank runs the same forwards (they gather the blocks together).
+  if (fsdp_) fsdp_->unshard_root();
   std::vector<int32_t> ids = tok_->encode(prompt);
   if (ids.empty()) ids.push_back(tok_->bos_id() >= 0 ? tok_->bos_id() : static_cast<int32_t>('\n'));
   const size_t n_prompt = ids.size();
@@ -439,6 +529,7 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
     }
     ids.push_back(next);
   }
+  if (fsdp_) fsdp_->reshard_all();
   return tok_->decode(std::vector<int32_t>(ids.begin() + n_prompt, ids.end()));
 }
 
@@ -447,11 +538,15 @@ int run_train_job(const config::JobConfig& job) {
   Trainer trainer(job);
   TrainResult r = trainer.train();
   const double secs = ms_between(t0, Clock::now()) / 1000.0;
-  fmt::print("done: {} steps in {:.1f} s | final loss {:.4f}", r.steps_done, secs, r.final_loss);
-  if (r.final_val_loss >= 0) fmt::print(" | val_loss {:.4f}", r.final_val_loss);
-  fmt::print(" | metrics: {}/metrics.jsonl\n", r.dump_folder);
+  const bool rank0 = distributed::world()->rank() == 0;
+  if (rank0) {
+    fmt::print("done: {} steps in {:.1f} s | final loss {:.4f}", r.steps_done, secs, r.final_loss);
+    if (r.final_val_loss >= 0) fmt::print(" | val_loss {:.4f}", r.final_val_loss);
+    fmt::print(" | metrics: {}/metrics.jsonl\n", r.dump_folder);
+  }
   if (!r.interrupted && !find_document_source(job.training.dataset)) {  // a text sample suits stream data only
-    fmt::print("--- sample (temperature 0.8) ---\n{}\n---\n", trainer.sample("\n", 300, 0.8, 1337));
+    const std::string text = trainer.sample("\n", 300, 0.8, 1337);
+    if (rank0) fmt::print("--- sample (temperature 0.8) ---\n{}\n---\n", text);
   }
   return r.interrupted ? 128 + r.signal : 0;
 }

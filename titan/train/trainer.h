@@ -15,9 +15,14 @@
 #include "titan/data/loader.h"
 #include "titan/data/masked_documents.h"
 #include "titan/data/tokenizer.h"
+#include "titan/distributed/device_mesh.h"
 #include "titan/models/common/decoder.h"
 #include "titan/optim/lr_scheduler.h"
 #include "titan/optim/optimizer.h"
+
+namespace titan::distributed {
+class FullyShard;
+}
 
 namespace titan::train {
 
@@ -66,11 +71,17 @@ class Trainer {
   void save_checkpoint(int64_t step, double& blocking_ms);
   bool try_resume();
   void export_hf();
+  void write_hf_export();  // export_hf's files, from the module's (full) parameters
   // Adds checkpoint_write_ms / checkpoint_step to row when a write finished since
   // last_logged (its step); returns whether it did.
   bool log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) const;
 
   config::JobConfig job_;
+  std::unique_ptr<distributed::DeviceMesh> mesh_;
+  // FSDP/HSDP when the data-parallel degree is > 1 (titan/distributed/fsdp.h): the
+  // optimizer then holds the shards, and rank 0 alone prints and writes files.
+  std::unique_ptr<distributed::FullyShard> fsdp_;
+  bool rank0_ = true;
   std::optional<ScopedHostCacheLimit> host_cache_;  // training.host_cache_mb while alive
   std::string dump_;
   std::unique_ptr<data::Tokenizer> tok_;

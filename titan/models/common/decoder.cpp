@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "titan/autograd/checkpoint.h"
+#include "titan/nn/hooks.h"
 #include "titan/autograd/node.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
@@ -244,11 +245,12 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
       // batch (Tensor handles) by value, not the loop variable by reference.
       h = autograd::checkpoint(
           [layer, batch](const std::vector<Tensor>& in) {
-            return std::vector<Tensor>{layer->forward(in[0], batch, nullptr)};
+            return std::vector<Tensor>{
+                nn::call_forward(*layer, [&] { return layer->forward(in[0], batch, nullptr); })};
           },
           {h})[0];
     } else {
-      h = layer->forward(h, batch, cache);
+      h = nn::call_forward(*layer, [&] { return layer->forward(h, batch, cache); });
     }
   }
   return norm->forward(h);

@@ -1,0 +1,76 @@
+// Bad [parallelism] layouts under mpirun (ctest label mpi): one-line errors on every
+// rank, exit code non-zero (2 from each rank, MPI_Abort ends the job), before any
+// training step; and the zero degree that used to reach a division (SIGFPE).
+#include <gtest/gtest.h>
+
+#include "tests/mpi/mpi_run.h"
+
+using namespace titan::test;
+
+namespace {
+
+std::vector<std::string> train_args(const std::string& dump, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {"train", "--recipe", "debugmodel", "--training.steps=2", "--job.dump_folder=" + dump};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+}  // namespace
+
+TEST(Layout, BadLayoutsFailOnEveryRankBeforeWork) {
+  const std::string dump = fresh_dir("bad");
+  struct Case {
+    int np;
+    std::vector<std::string> extra;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {2,
+       {"--parallelism.data_parallel_shard_degree=4"},
+       "parallelism: pipeline_parallel_degree (1) × data_parallel_replicate_degree (1) × data_parallel_shard_degree "
+       "(4) × context_parallel_degree (1) × tensor_parallel_degree (1) = 4, but the world has 2 ranks (mpirun -np)"},
+      {2,
+       {"--parallelism.tensor_parallel_degree=2"},
+       "parallelism.tensor_parallel_degree=2 does not divide the model's vocabulary size (259)"},
+      {2,
+       {"--parallelism.tensor_parallel_degree=2", "--model.vocab_size=260"},
+       "parallelism.tensor_parallel_degree=2: tensor parallelism is not implemented yet"},
+      {2,
+       {"--parallelism.tensor_parallel_degree=2", "--model.n_kv_heads=1"},
+       "parallelism.tensor_parallel_degree=2 does not divide the model's key/value heads (1)"},
+      {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--parallelism.data_parallel_shard_degree=1",
+        "--model.n_layers=1"},
+       "parallelism.pipeline_parallel_degree=2 is more stages than the model's 1 layers"},
+      {2,
+       {"--parallelism.context_parallel_degree=2", "--training.seq_len=34"},
+       "training.seq_len=34 must be divisible by 2 × parallelism.context_parallel_degree = 4 (each cp rank takes one "
+       "head and one tail chunk)"},
+  };
+  for (const Case& c : cases) {
+    const std::string log = dump + "/log.txt";
+    const int rc = run(titan_argv(c.np, train_args(dump, c.extra)), log);
+    const std::string out = file_bytes(log);
+    EXPECT_NE(rc, 0) << out;
+    for (int r = 0; r < c.np; ++r)
+      EXPECT_NE(out.find("error: rank " + std::to_string(r) + ": " + c.message + "\n"), std::string::npos)
+          << "rank " << r << ":\n"
+          << out;
+    EXPECT_EQ(out.find("step "), std::string::npos) << "work started:\n" << out;
+  }
+}
+
+TEST(Layout, ZeroDegreeIsAnErrorNotSigfpe) {
+  const std::string dump = fresh_dir("zero");
+  const std::string log = dump + "/log.txt";
+  EXPECT_EQ(run(titan_argv(0, {"train", "--training.global_batch_size=8", "--parallelism.data_parallel_shard_degree=0",
+                               "--print-config"}),
+                log),
+            2);
+  EXPECT_EQ(file_bytes(log), "error: parallelism.data_parallel_shard_degree=0 must be -1 (the rest of the world) or >= 1\n");
+  EXPECT_EQ(run(titan_argv(0, {"train", "--training.local_batch_size=4611686018427387904",
+                               "--parallelism.data_parallel_replicate_degree=4", "--print-config"}),
+                log),
+            2);
+  EXPECT_EQ(file_bytes(log), "error: training.local_batch_size=4611686018427387904 × data-parallel degree 4 overflows int64\n");
+}

@@ -1,0 +1,77 @@
+#include "titan/distributed/parallel_dims.h"
+
+#include "titan/core/error.h"
+
+namespace titan::distributed {
+
+MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, const ModelDims& m) {
+  const config::ParallelismConfig& p = job.parallelism;
+  MeshShape s;
+  s.pp = p.pipeline_parallel_degree;
+  s.dp_replicate = p.data_parallel_replicate_degree;
+  s.cp = p.context_parallel_degree;
+  s.tp = p.tensor_parallel_degree;
+  const int64_t others = int64_t{s.pp} * s.dp_replicate * s.cp * s.tp;
+  if (p.data_parallel_shard_degree == -1) {
+    TITAN_CHECK(others <= world_size && world_size % others == 0,
+                "parallelism: data_parallel_shard_degree=-1 takes the rest of the world, but "
+                "pipeline_parallel_degree ({}) × data_parallel_replicate_degree ({}) × context_parallel_degree "
+                "({}) × tensor_parallel_degree ({}) = {} does not divide the {} ranks",
+                s.pp, s.dp_replicate, s.cp, s.tp, others, world_size);
+    s.dp_shard = static_cast<int>(world_size / others);
+  } else {
+    s.dp_shard = p.data_parallel_shard_degree;
+  }
+  const int64_t product = others * s.dp_shard;
+  TITAN_CHECK(product == world_size,
+              "parallelism: pipeline_parallel_degree ({}) × data_parallel_replicate_degree ({}) × "
+              "data_parallel_shard_degree ({}) × context_parallel_degree ({}) × tensor_parallel_degree ({}) = {}, "
+              "but the world has {} rank{} (mpirun -np)",
+              s.pp, s.dp_replicate, s.dp_shard, s.cp, s.tp, product, world_size, world_size == 1 ? "" : "s");
+  auto tp_divides = [&](int64_t v, const char* what) {
+    TITAN_CHECK(v % s.tp == 0, "parallelism.tensor_parallel_degree={} does not divide the model's {} ({})", s.tp,
+                what, v);
+  };
+  tp_divides(m.n_heads, "attention heads");
+  tp_divides(m.n_kv_heads, "key/value heads");
+  tp_divides(m.ffn_hidden_dim, "FFN hidden width");
+  tp_divides(m.vocab_size, "vocabulary size");
+  TITAN_CHECK(s.pp <= m.n_layers, "parallelism.pipeline_parallel_degree={} is more stages than the model's {} layers",
+              s.pp, m.n_layers);
+  TITAN_CHECK(job.training.seq_len % (2 * s.cp) == 0,
+              "training.seq_len={} must be divisible by 2 × parallelism.context_parallel_degree = {} "
+              "(each cp rank takes one head and one tail chunk)",
+              job.training.seq_len, 2 * s.cp);
+  const int64_t dp = int64_t{s.dp_replicate} * s.dp_shard;
+  int64_t per_micro = 0;
+  TITAN_CHECK(!__builtin_mul_overflow(job.training.local_batch_size, dp, &per_micro),
+              "training.local_batch_size={} × data-parallel degree {} overflows int64", job.training.local_batch_size,
+              dp);
+  TITAN_CHECK(config::effective_global_batch_size(job, world_size) % per_micro == 0,
+              "training.global_batch_size={} must be a multiple of training.local_batch_size ({}) × data-parallel "
+              "degree ({}) = {}",
+              job.training.global_batch_size, job.training.local_batch_size, dp, per_micro);
+  return s;
+}
+
+void refuse_unimplemented(const MeshShape& s) {
+  TITAN_CHECK(s.tp == 1, "parallelism.tensor_parallel_degree={}: tensor parallelism is not implemented yet", s.tp);
+  TITAN_CHECK(s.pp == 1, "parallelism.pipeline_parallel_degree={}: pipeline parallelism is not implemented yet",
+              s.pp);
+  TITAN_CHECK(s.cp == 1, "parallelism.context_parallel_degree={}: context parallelism is not implemented yet", s.cp);
+}
+
+void require_single_rank(const config::JobConfig& job, int world_size, const char* command) {
+  const config::ParallelismConfig& p = job.parallelism;
+  TITAN_CHECK(world_size == 1, "{} runs on one rank; it was started on {} ranks", command, world_size);
+  for (auto [v, key] : {std::pair{p.data_parallel_replicate_degree, "data_parallel_replicate_degree"},
+                        std::pair{p.tensor_parallel_degree, "tensor_parallel_degree"},
+                        std::pair{p.pipeline_parallel_degree, "pipeline_parallel_degree"},
+                        std::pair{p.context_parallel_degree, "context_parallel_degree"}})
+    TITAN_CHECK(v == 1, "{} runs on one rank: parallelism.{}={} is not supported", command, key, v);
+  TITAN_CHECK(p.data_parallel_shard_degree == 1 || p.data_parallel_shard_degree == -1,
+              "{} runs on one rank: parallelism.data_parallel_shard_degree={} is not supported", command,
+              p.data_parallel_shard_degree);
+}
+
+}  // namespace titan::distributed
