@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
+#include <system_error>
 
 #include "titan/cli/command.h"
 #include "titan/core/error.h"
@@ -38,6 +41,20 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // An OS error on a path the user gave (or one derived from it): name the path(s).
+    std::string paths = e.path1().string();
+    if (!e.path2().empty()) paths += " -> " + e.path2().string();
+    fmt::print(stderr, "error: {}: {}\n", paths, e.code().message());
+    return 2;
+  } catch (const std::system_error& e) {
+    fmt::print(stderr, "error: {} (an operating-system resource: threads, files, memory maps)\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "error: out of memory (a size in the config or input is larger than this machine can "
+               "hold)\n");
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "internal error: {}\n", e.what());
     return 1;

@@ -15,6 +15,7 @@
 
 #include "titan/config/field_text.h"
 #include "titan/core/error.h"
+#include "titan/core/fs.h"
 
 namespace titan::config {
 
@@ -186,11 +187,13 @@ void apply_toml_text(const FieldTable& table, std::string_view text, const std::
 }
 
 void apply_toml_file(const FieldTable& table, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read config file '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  apply_toml_text(table, ss.str(), path);
+  std::string text;
+  try {
+    text = read_file(path);  // refuses a directory or other non-regular file
+  } catch (const Error& e) {
+    fail("config file: {}", e.what());
+  }
+  apply_toml_text(table, text, path);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {
