@@ -187,13 +187,14 @@ void apply_toml_text(const FieldTable& table, std::string_view text, const std::
 }
 
 void apply_toml_file(const FieldTable& table, const std::string& path) {
-  std::string text;
-  try {
-    text = read_file(path);  // refuses a directory or other non-regular file
-  } catch (const Error& e) {
-    fail("config file: {}", e.what());
-  }
-  apply_toml_text(table, text, path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("cannot read config file '{}': is a directory (a TOML file is expected)", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read config file '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  apply_toml_text(table, ss.str(), path);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {

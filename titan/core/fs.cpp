@@ -170,7 +170,7 @@ int open_regular(const std::string& path, size_t& size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    if (S_ISDIR(st.st_mode)) fail("cannot read {}: is a directory (a file is expected)", path);
+    if (S_ISDIR(st.st_mode)) fail("cannot read {}: not a regular file (is a directory)", path);
     fail("cannot read {}: not a regular file", path);
   }
   size = static_cast<size_t>(st.st_size);
