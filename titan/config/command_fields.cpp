@@ -29,6 +29,8 @@ std::string why(const std::string& pattern, std::string_view command) {
   }
   if (pattern == "optimizer.muon_") return "Muon settings need optimizer.name=muon";
   if (pattern == "optimizer.no_decay_biases") return "the model families (llama3, qwen3) have no bias parameters";
+  if (pattern == "optimizer.no_decay_norms" || pattern == "optimizer.no_decay_embeddings")
+    return "optimizer.weight_decay is 0";
   if (pattern == "lr_scheduler.decay_ratio") return "it applies to lr_scheduler.decay_type=wsd only";
   if (pattern == "lr_scheduler.min_lr") return "lr_scheduler.decay_type=constant never decays";
   if (pattern.rfind("checkpoint.", 0) == 0 && pattern != "checkpoint.export_hf") return "checkpoint.enable is false";
@@ -55,6 +57,10 @@ std::string why(const std::string& pattern, std::string_view command) {
 // them on, and optimizer.no_decay_biases.
 void add_common(const JobConfig& c, std::vector<std::string>& out) {
   out.push_back("optimizer.no_decay_biases");  // no family has biases: nothing to select
+  if (c.optimizer.weight_decay == 0.0) {
+    out.push_back("optimizer.no_decay_norms");
+    out.push_back("optimizer.no_decay_embeddings");
+  }
   if (c.optimizer.name != OptimizerName::muon) out.push_back("optimizer.muon_");
   if (c.lr_scheduler.decay_type != DecayType::wsd) out.push_back("lr_scheduler.decay_ratio");
   if (c.lr_scheduler.decay_type == DecayType::constant) out.push_back("lr_scheduler.min_lr");
