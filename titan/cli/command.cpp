@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "titan/config/command_fields.h"
 #include "titan/config/recipes.h"
 #include "titan/config/resolve.h"
 
@@ -32,6 +33,9 @@ int run_job_command(const JobCommandArgs& args, const CLI::App& app,
   if (!args.config_file.empty()) toml = args.config_file;
   const std::vector<std::string> overrides = config::overrides_from_args(app.remaining());
   const config::JobConfig cfg = config::resolve_config(args.recipe, toml, overrides);
+  std::vector<std::string> keys;
+  for (const std::string& o : overrides) keys.push_back(o.substr(0, o.find('=')));
+  config::refuse_unused_fields(cfg, config::make_recipe(args.recipe), app.get_name(), keys);
   if (args.print_config) {
     fmt::print("{}", config::config_to_toml(cfg));
     return 0;

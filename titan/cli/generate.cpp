@@ -16,7 +16,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
+#include <sstream>
+#include <type_traits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -124,28 +126,63 @@ infer::SamplingParams params_from_args(const GenerateArgs& a, const infer::Loade
   return p;
 }
 
+// The integer in field `key` of one input line, range-checked against T. A JSON float
+// (1.5, 1e20) or a value outside T's range (-1 for an unsigned seed) is refused with
+// "<file>:<line>: field \"<key>\" must be an integer in [lo, hi], got <value>"
+// instead of being truncated or wrapped.
+template <class T>
+T json_integer(const nlohmann::json& v, const std::string& where, std::string_view key) {
+  const auto lo = std::numeric_limits<T>::min();
+  const auto hi = std::numeric_limits<T>::max();
+  bool ok = false;
+  if (v.is_number_unsigned()) {
+    ok = v.get<uint64_t>() <= static_cast<uint64_t>(hi);
+  } else if (v.is_number_integer()) {
+    const int64_t x = v.get<int64_t>();
+    ok = x >= 0 ? static_cast<uint64_t>(x) <= static_cast<uint64_t>(hi) : (std::is_signed_v<T> && x >= static_cast<int64_t>(lo));
+  }
+  if (!ok) fail("{}: field \"{}\" must be an integer in [{}, {}], got {}", where, key, lo, hi, v.dump().substr(0, 40));
+  return v.get<T>();
+}
+
+// A finite number in field `key` (NaN and infinities cannot be written in JSON; this
+// refuses strings, booleans and the like with the line and field).
+double json_number(const nlohmann::json& v, const std::string& where, std::string_view key) {
+  if (!v.is_number()) fail("{}: field \"{}\" must be a number, got {}", where, key, v.dump().substr(0, 40));
+  return v.get<double>();
+}
+
 // Sampling fields of one input line over the command-line defaults.
 infer::SamplingParams params_from_json(const nlohmann::json& j, infer::SamplingParams p, const std::string& where) {
-  try {
-    if (j.contains("n")) p.n = j.at("n").get<int>();
-    if (j.contains("max_tokens")) p.max_tokens = j.at("max_tokens").get<int64_t>();
-    if (j.contains("temperature")) p.temperature = j.at("temperature").get<double>();
-    if (j.contains("top_p")) p.top_p = j.at("top_p").get<double>();
-    if (j.contains("top_k")) p.top_k = j.at("top_k").get<int>();
-    if (j.contains("min_p")) p.min_p = j.at("min_p").get<double>();
-    if (j.contains("seed")) p.seed = j.at("seed").get<uint64_t>();
-    if (j.contains("logprobs")) p.logprobs = j.at("logprobs").get<int>();
-    if (j.contains("ignore_eos")) p.ignore_eos = j.at("ignore_eos").get<bool>();
-    if (j.contains("stop")) {
-      const auto& s = j.at("stop");
-      p.stop = s.is_string() ? std::vector<std::string>{s.get<std::string>()} : s.get<std::vector<std::string>>();
+  if (j.contains("n")) p.n = json_integer<int>(j.at("n"), where, "n");
+  if (j.contains("max_tokens")) p.max_tokens = json_integer<int64_t>(j.at("max_tokens"), where, "max_tokens");
+  if (j.contains("temperature")) p.temperature = json_number(j.at("temperature"), where, "temperature");
+  if (j.contains("top_p")) p.top_p = json_number(j.at("top_p"), where, "top_p");
+  if (j.contains("top_k")) p.top_k = json_integer<int>(j.at("top_k"), where, "top_k");
+  if (j.contains("min_p")) p.min_p = json_number(j.at("min_p"), where, "min_p");
+  if (j.contains("seed")) p.seed = json_integer<uint64_t>(j.at("seed"), where, "seed");
+  if (j.contains("logprobs")) p.logprobs = json_integer<int>(j.at("logprobs"), where, "logprobs");
+  if (j.contains("ignore_eos")) {
+    TITAN_CHECK(j.at("ignore_eos").is_boolean(), "{}: field \"ignore_eos\" must be true or false", where);
+    p.ignore_eos = j.at("ignore_eos").get<bool>();
+  }
+  if (j.contains("stop")) {
+    const auto& s = j.at("stop");
+    if (s.is_string()) {
+      p.stop = {s.get<std::string>()};
+    } else {
+      TITAN_CHECK(s.is_array(), "{}: field \"stop\" must be a string or a list of strings", where);
+      p.stop.clear();
+      for (const auto& x : s) {
+        TITAN_CHECK(x.is_string(), "{}: field \"stop\" must be a string or a list of strings", where);
+        p.stop.push_back(x.get<std::string>());
+      }
     }
-    if (j.contains("stop_token_ids")) {
-      auto ids = j.at("stop_token_ids").get<std::vector<int32_t>>();
-      p.stop_token_ids.insert(p.stop_token_ids.end(), ids.begin(), ids.end());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: bad sampling field: {}", where, e.what());
+  }
+  if (j.contains("stop_token_ids")) {
+    const auto& ids = j.at("stop_token_ids");
+    TITAN_CHECK(ids.is_array(), "{}: field \"stop_token_ids\" must be a list of integers", where);
+    for (const auto& x : ids) p.stop_token_ids.push_back(json_integer<int32_t>(x, where, "stop_token_ids"));
   }
   return p;
 }
@@ -225,8 +262,13 @@ int run_prompt(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine
 
 int run_jsonl(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine& engine) {
   TITAN_CHECK(!a.output.empty(), "generate: --input needs --output FILE");
-  std::ifstream in(a.input);
-  TITAN_CHECK(in.good(), "generate: cannot open --input {}", a.input);
+  std::string text;
+  try {
+    text = read_file(a.input);  // refuses a directory or other non-regular file
+  } catch (const Error& e) {
+    fail("generate: --input: {}", e.what());
+  }
+  std::istringstream in(text);
   const infer::SamplingParams defaults = params_from_args(a, m);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<infer::SamplingParams> params;
@@ -247,17 +289,19 @@ int run_jsonl(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine&
       prompts.push_back(encode_prompt(m, j["prompt"].get<std::string>()));
       prompt_text.push_back(j["prompt"]);
     } else if (j.contains("prompt_token_ids")) {
-      try {
-        prompts.push_back(j["prompt_token_ids"].get<std::vector<int32_t>>());
-      } catch (const nlohmann::json::exception& e) {
-        fail("{}: \"prompt_token_ids\" must be a list of integers: {}", where, e.what());
-      }
+      const nlohmann::json& ids = j["prompt_token_ids"];
+      TITAN_CHECK(ids.is_array(), "{}: field \"prompt_token_ids\" must be a list of integers", where);
+      std::vector<int32_t> v;
+      for (const auto& x : ids) v.push_back(json_integer<int32_t>(x, where, "prompt_token_ids"));
+      prompts.push_back(std::move(v));
       prompt_text.push_back(nullptr);
     } else {
       fail("{}: expected a \"prompt\" (string) or \"prompt_token_ids\" (list) field", where);
     }
     params.push_back(params_from_json(j, defaults, where));
   }
+  TITAN_CHECK(!prompts.empty(), "generate: --input {} holds no requests (expected one JSON object per line)",
+              a.input);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<infer::RequestOutput> outs = engine.generate(prompts, params);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -341,6 +385,7 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
   run = [a, prompt]() -> int {
     a->has_prompt = prompt->count() > 0;
     TITAN_CHECK(a->has_prompt != !a->input.empty(), "generate: give either --prompt TEXT or --input FILE");
+    TITAN_CHECK(a->threads >= 0, "generate: --threads={} must be >= 0 (0 = TITAN_NUM_THREADS or all cores)", a->threads);
     if (a->threads > 0) set_num_threads(a->threads);
     infer::LoadedModel m = load_model(*a);
     if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);

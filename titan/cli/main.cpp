@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
+#include <system_error>
 
 #include "titan/cli/command.h"
 #include "titan/core/error.h"
@@ -45,6 +48,21 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     fmt::print(stderr, "error: {}{}\n", distributed::rank_prefix(), e.what());
     rc = 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // An OS error on a path the user gave (or one derived from it): name the path(s).
+    std::string paths = e.path1().string();
+    if (!e.path2().empty()) paths += " -> " + e.path2().string();
+    fmt::print(stderr, "error: {}{}: {}\n", distributed::rank_prefix(), paths, e.code().message());
+    rc = 2;
+  } catch (const std::system_error& e) {
+    fmt::print(stderr, "error: {}{} (an operating-system resource: threads, files, memory maps)\n",
+               distributed::rank_prefix(), e.what());
+    rc = 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "error: {}out of memory (a size in the config or input is larger than this machine can "
+               "hold)\n", distributed::rank_prefix());
+    rc = 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "internal error: {}{}\n", distributed::rank_prefix(), e.what());
     rc = 1;

@@ -142,6 +142,22 @@ void validate_rl(const RLConfig& r) {
   non_negative(r.val_samples, "rl.val_samples");
   positive(r.microbatch_tokens, "rl.microbatch_tokens");
   positive(r.max_sampling_rounds, "rl.max_sampling_rounds");
+  in_unit(r.max_error_fraction, "rl.max_error_fraction", true);
+}
+
+// Every floating-point field, wherever it is: NaN and infinities are refused by name
+// (the range checks above let +inf through, and a NaN compares false everywhere).
+void validate_finite(const JobConfig& c) {
+  JobConfig copy = c;
+  for (const FieldRef& f : reflect(copy).fields) {
+    if (f.kind == FieldKind::f64) {
+      const double v = *static_cast<const double*>(f.ptr);
+      TITAN_CHECK(std::isfinite(v), "{}={} must be a finite number", f.path, v);
+    } else if (f.kind == FieldKind::f64_list) {
+      for (double v : *static_cast<const std::vector<double>*>(f.ptr))
+        TITAN_CHECK(std::isfinite(v), "{}: {} is not a finite number", f.path, v);
+    }
+  }
 }
 
 }  // namespace
@@ -168,6 +184,7 @@ int64_t grad_accum_steps(const JobConfig& c, int world_size) {
 }
 
 void validate(const JobConfig& c) {
+  validate_finite(c);
   validate_parallelism(c.parallelism);
   validate_model(c.model);
   validate_training(c);

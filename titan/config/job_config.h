@@ -74,6 +74,9 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(int64_t, steps, 1000, "number of optimizer steps")                                             \
   X(double, max_norm, 1.0, "clip the global gradient L2 norm to this value; 0 = no clipping")      \
   X(int64_t, seed, 42, "seed of parameter init and data order (Philox key)")                       \
+  X(bool, skip_nonfinite_steps, false,                                                             \
+    "a step whose loss or gradient norm is NaN/inf makes no update and the run goes on; "         \
+    "false = the run stops with an error naming the step (the last checkpoint stays as it was)")  \
   X(ActivationCheckpoint, activation_checkpoint, ActivationCheckpoint::none,                       \
     "recompute activations in backward: none | full (per layer)")                                  \
   X(int64_t, host_cache_mb, 2048,                                                                  \
@@ -167,7 +170,8 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(std::string, init_from, "", "initial policy: a Hugging Face export folder (config.json + model.safetensors), e.g. outputs/alphabet_sort_sft/hf; empty = random init (training.seed)") \
   X(int64_t, val_samples, 64, "validation episodes (the first n of the environment's validation split, greedy) per val_reward") \
   X(int64_t, microbatch_tokens, 4096, "most packed tokens per trainer forward/backward (gradients accumulate over microbatches)") \
-  X(int64_t, max_sampling_rounds, 4, "DAPO dynamic sampling: most generation rounds per step to fill rollouts_per_step")
+  X(int64_t, max_sampling_rounds, 4, "DAPO dynamic sampling: most generation rounds per step to fill rollouts_per_step") \
+  X(double, max_error_fraction, 0.5, "the run stops with an error when more than this share of a step's rollouts failed (status error or a reward function that raised); 1 = never")
 
 #define TITAN_PARALLELISM_FIELDS(X)                                                                      \
   X(int, data_parallel_replicate_degree, 1, "dp_replicate: data-parallel replicas (HSDP's outer dimension; each holds a full, or dp_shard-sharded, copy)") \

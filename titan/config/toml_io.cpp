@@ -15,6 +15,7 @@
 
 #include "titan/config/field_text.h"
 #include "titan/core/error.h"
+#include "titan/core/fs.h"
 
 namespace titan::config {
 
@@ -186,6 +187,9 @@ void apply_toml_text(const FieldTable& table, std::string_view text, const std::
 }
 
 void apply_toml_file(const FieldTable& table, const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("cannot read config file '{}': is a directory (a TOML file is expected)", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read config file '{}': {}", path, std::strerror(errno));
   std::ostringstream ss;

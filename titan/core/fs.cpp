@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "titan/core/error.h"
 
@@ -169,12 +170,22 @@ int open_regular(const std::string& path, size_t& size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
+    if (S_ISDIR(st.st_mode)) fail("cannot read {}: not a regular file (is a directory)", path);
     fail("cannot read {}: not a regular file", path);
   }
   size = static_cast<size_t>(st.st_size);
   return fd;
 }
 }  // namespace
+
+void create_output_dir(const std::string& path, std::string_view what) {
+  TITAN_CHECK(!path.empty(), "{} is empty (an output directory is expected)", what);
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) fail("{}={}: cannot create directory: {}", what, path, ec.message());
+  if (!std::filesystem::is_directory(path, ec)) fail("{}={}: not a directory", what, path);
+  if (::access(path.c_str(), W_OK | X_OK) != 0) fail("{}={}: not writable: {}", what, path, errstr());
+}
 
 std::string read_file(const std::string& path) {
   size_t size = 0;

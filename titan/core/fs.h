@@ -61,6 +61,12 @@ std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);  // a regular file (follows symlinks)
 bool dir_exists(const std::string& path);
 
+// Creates the directory `path` and its parents (nothing to do when it exists) and
+// checks that files can be created in it. Throws titan::Error "<what>=<path>: cannot
+// create directory <p>: Not a directory" (or "...: not writable: Permission denied"),
+// where `what` names the setting the path came from, e.g. "job.dump_folder".
+void create_output_dir(const std::string& path, std::string_view what);
+
 // A whole file mapped into memory, MAP_PRIVATE: reads come from the page cache;
 // writes through mutable_data() are copy-on-write and never reach the file.
 // Keep it in a shared_ptr to let views (e.g. Tensor storages) keep it alive.

@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -141,10 +142,17 @@ class Pool {
   bool stop_ = false;
 };
 
+// More workers than this is a typo, not a machine: each costs a stack and a wakeup
+// per parallel region.
+constexpr int kMaxThreads = 1024;
+
 int default_threads() {
-  if (const char* s = std::getenv("TITAN_NUM_THREADS")) {
-    int n = std::atoi(s);
-    if (n >= 1) return n;
+  if (const char* s = std::getenv("TITAN_NUM_THREADS"); s && *s) {
+    char* end = nullptr;
+    const long n = std::strtol(s, &end, 10);
+    TITAN_CHECK(*end == '\0' && n >= 1 && n <= kMaxThreads, "TITAN_NUM_THREADS={} must be an integer in [1, {}]",
+                s, kMaxThreads);
+    return static_cast<int>(n);
   }
   unsigned hc = std::thread::hardware_concurrency();
   int cores = hc ? static_cast<int>(hc) : 1;
@@ -172,9 +180,16 @@ void set_canonical_fp_state() {
 int num_threads() { return pool().size(); }
 
 void set_num_threads(int n) {
-  TITAN_CHECK(n >= 1, "set_num_threads: n must be >= 1, got {}", n);
+  TITAN_CHECK(n >= 1 && n <= kMaxThreads, "threads={} must be in [1, {}]", n, kMaxThreads);
   std::lock_guard<std::mutex> lk(g_pool_mu);
-  if (pool().size() != n) pool().resize(n);
+  if (pool().size() == n) return;
+  const int before = pool().size();
+  try {
+    pool().resize(n);
+  } catch (const std::system_error& e) {
+    pool().resize(before);
+    fail("threads={}: cannot start that many worker threads: {}", n, e.what());
+  }
 }
 
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {

@@ -14,6 +14,7 @@
 #include "titan/checkpoint/sharded.h"
 #include "titan/config/resolve.h"
 #include "titan/core/error.h"
+#include "titan/core/fs.h"
 #include "titan/core/thread_pool.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
@@ -43,7 +44,9 @@ std::unique_ptr<models::Decoder> initial_policy(const config::JobConfig& job, in
   const std::string& from = job.rl.init_from;
   if (from.empty()) {
     auto m = std::make_unique<models::Decoder>(train::model_config_from_job(job, tok_vocab));
-    m->init_weights(static_cast<uint64_t>(job.training.seed));
+    m->init_weights(static_cast<uint64_t>(job.training.seed), job.model.init == config::ModelInit::gpt2
+                                                                  ? models::InitScheme::gpt2
+                                                                  : models::InitScheme::family);
     desc = fmt::format("random init (seed {})", job.training.seed);
     return m;
   }
@@ -101,7 +104,7 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   TITAN_CHECK(rl.rollouts_per_step % rl.group_size == 0, "rl.rollouts_per_step={} must be a multiple of rl.group_size={}",
               rl.rollouts_per_step, rl.group_size);
   s.dump = job.job.dump_folder.empty() ? std::string("outputs/rl") : job.job.dump_folder;
-  fs::create_directories(s.dump);
+  create_output_dir(s.dump, "job.dump_folder");
   s.tok = data::load_tokenizer(tokenizer_path(job));
   s.rollouter = std::make_unique<Rollouter>(task ? std::move(*task) : make_task(rl.env, parse_env_config(rl.env_config)),
                                             *s.tok);
@@ -210,6 +213,27 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
                                         bool stop_now) {
   StepRollouts& b = work.rollouts;
   const int64_t total = job.training.steps;
+  const int64_t done = step + 1;
+  // ---- failed rollouts: counted by reason every step; too many stop the run before
+  // an update is made from them.
+  const std::map<std::string, int64_t> errors = rollout_error_counts(b);
+  int64_t n_errors = 0;
+  std::string reasons;
+  for (const auto& [reason, n] : errors) {
+    n_errors += n;
+    res.rollout_errors[reason] += n;
+    reasons += fmt::format("{}{} x {}", reasons.empty() ? "" : "; ", n, reason);
+  }
+  res.rollouts += static_cast<int64_t>(b.all.size());
+  if (n_errors > 0 && print) {
+    fmt::print("step {:>4} | {} of {} rollouts failed: {}\n", done, n_errors, b.all.size(), reasons);
+    std::fflush(stdout);
+  }
+  if (static_cast<double>(n_errors) > job.rl.max_error_fraction * static_cast<double>(b.all.size())) {
+    log_rollouts(rollouts_log, b, done, gen_settings.rollout.group_size);
+    fail("step {}: {} of {} rollouts failed, more than rl.max_error_fraction={}: {} (each one in {}/rollouts.jsonl)",
+         done, n_errors, b.all.size(), job.rl.max_error_fraction, reasons, dump);
+  }
   // ---- train: forward, loss, backward, clip, AdamW step.
   auto t0 = Clock::now();
   std::vector<const TokenRollout*> kept;
@@ -222,11 +246,15 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   const double lr = sched->lr(step, job.optimizer.lr);
   PolicyUpdateStats us = policy_update_backward(*policy, ref.get(), kept, b.advantages, update_settings);
   double gnorm = 0;
+  bool skipped = false;
   if (us.tokens > 0) {
     auto refs = opt->param_refs();
     gnorm = job.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job.training.max_norm) : optim::grad_norm(refs);
-    sched->apply(*opt, step);
-    opt->step();
+    skipped = !train::nonfinite_step_guard(step + 1, us.loss, gnorm, job.training.skip_nonfinite_steps);
+    if (!skipped) {
+      sched->apply(*opt, step);
+      opt->step();
+    }
   }
   opt->zero_grad();
   const double train_ms = ms_since(t0);
@@ -248,7 +276,6 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   }
   const double rmean = rsum / n_all;
   for (double r : b.rewards) rsq += (r - rmean) * (r - rmean);
-  const int64_t done = step + 1;
   json row = {{"step", done},
               {"reward_mean", rmean},
               {"reward_std", std::sqrt(rsq / n_all)},
@@ -277,6 +304,9 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
               {"train_ms", train_ms},
               {"sync_ms", sync_ms},
               {"step_ms", step_ms}};
+  if (skipped) row["skipped_nonfinite"] = true;
+  row["rollout_errors"] = n_errors;
+  if (n_errors > 0) row["rollout_error_reasons"] = errors;
   res.logprob_diff_max = std::max(res.logprob_diff_max, us.logprob_diff_max);
   res.offpolicy_lag_max = std::max(res.offpolicy_lag_max, lag_max);
   const bool last = done == total;
@@ -289,9 +319,11 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   row["rss_mb"] = train::rss_mb();
   row["peak_rss_mb"] = train::peak_rss_mb();
   log_rollouts(rollouts_log, b, done, gen_settings.rollout.group_size);
+  // The row is written before the checkpoint of this step is published: a kill in
+  // between leaves a row that the resume (truncate_jsonl_after) removes again.
+  metrics.log(row);
   if (job.checkpoint.enable && (done % job.checkpoint.interval == 0 || last || stop_now))
     save_checkpoint(done, work.dataset_after);
-  metrics.log(row);
   if (print && (done % job.metrics.log_freq == 0 || last || row.contains("val_reward"))) {
     fmt::print("step {:>4} | reward {:.3f} ± {:.3f} | len {:.1f} | logprob_diff_max {:.3g} | entropy {:.3f} | "
                "clip {:.3f} | grad_norm {:.3f} | lr {:.2e}{} | gen {:.0f} + score {:.0f} + train {:.0f} + sync {:.1f} ms"
@@ -334,7 +366,7 @@ RLResult RLController::run(const RLRunOptions& o) {
     truncate_jsonl_after(s.dump + "/metrics.jsonl", s.start_step);
     truncate_jsonl_after(s.dump + "/rollouts.jsonl", s.start_step);
   }
-  train::MetricsLogger metrics(s.dump + "/metrics.jsonl", resumed);
+  train::MetricsLogger metrics(s.dump + "/metrics.jsonl", resumed, s.job.metrics.jsonl);
   std::FILE* rollouts_log = std::fopen((s.dump + "/rollouts.jsonl").c_str(), resumed ? "a" : "w");
   TITAN_CHECK(rollouts_log != nullptr, "titan rl: cannot open {}/rollouts.jsonl for writing", s.dump);
   auto prev_int = std::signal(SIGINT, on_signal);
@@ -384,6 +416,13 @@ int run_rl_job(const config::JobConfig& job) {
   fmt::print("done: {} steps in {:.1f} s | val_reward {:.4f} -> {:.4f} | max logprob_diff_max {:.3g} | "
              "offpolicy_lag_max {}\n",
              r.steps_done, secs, r.val_reward_initial, r.val_reward_final, r.logprob_diff_max, r.offpolicy_lag_max);
+  int64_t n_errors = 0;
+  std::string reasons;
+  for (const auto& [reason, n] : r.rollout_errors) {
+    n_errors += n;
+    reasons += fmt::format("{}{} x {}", reasons.empty() ? ": " : "; ", n, reason);
+  }
+  fmt::print("rollout errors: {} of {}{}\n", n_errors, r.rollouts, reasons);
   fmt::print("metrics: {}/metrics.jsonl | rollouts: {}/rollouts.jsonl\n", r.dump_folder, r.dump_folder);
   return r.interrupted ? 130 : 0;
 }

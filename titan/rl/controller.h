@@ -27,6 +27,7 @@
 // mode, including across a stop + resume.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,8 @@ struct RLResult {
   double val_reward_final = -1;    // the last val_reward measured
   double logprob_diff_max = 0;     // largest over the steps of this run
   int64_t offpolicy_lag_max = 0;
+  int64_t rollouts = 0;                              // generated in this run
+  std::map<std::string, int64_t> rollout_errors;     // failed rollouts of this run by reason
   bool interrupted = false;
   std::string dump_folder;
 };

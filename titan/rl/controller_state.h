@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,6 +75,12 @@ struct RLController::State {
 // Appends the step's selected rollouts (the first of each group, every failed one)
 // to rollouts.jsonl. Returns how many were written.
 int64_t log_rollouts(std::FILE* f, const StepRollouts& b, int64_t step, int64_t group_size);
+
+// The failed rollouts of a step by reason: status error (its failure_reason) and
+// reward functions that raised ("reward <name>: <error>"), with digits replaced by N
+// so that reasons differing only in a turn, count or sample number group together
+// ("turn N: the prompt of N tokens ..."). Truncations are not failures.
+std::map<std::string, int64_t> rollout_error_counts(const StepRollouts& b);
 
 // Keeps only the lines of a JSONL file whose "step" is <= max_step (resume after a
 // stop that logged past the checkpoint). Missing file: nothing to do.

@@ -1,7 +1,9 @@
 // rollouts.jsonl selection and JSONL truncation on resume (controller_state.h).
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,6 +37,35 @@ std::string first_prompt(const Rollout& r) {
 
 }  // namespace
 
+std::map<std::string, int64_t> rollout_error_counts(const StepRollouts& b) {
+  auto key = [](std::string text) {
+    std::string out;
+    for (char ch : text) {
+      if (ch >= '0' && ch <= '9') {
+        if (out.empty() || out.back() != 'N') out.push_back('N');
+      } else {
+        out.push_back(ch);
+      }
+    }
+    if (out.size() > 160) out = out.substr(0, 157) + "...";
+    return out;
+  };
+  std::map<std::string, int64_t> counts;
+  for (const TokenRollout& t : b.all) {
+    const Rollout& r = t.rollout;
+    if (r.status == RolloutStatus::error) {
+      ++counts[key(r.failure_reason.empty() ? std::string("error") : r.failure_reason)];
+      continue;
+    }
+    for (const RewardComponent& c : r.rewards)
+      if (!c.error.empty()) {
+        ++counts[key("reward " + c.name + ": " + c.error)];
+        break;
+      }
+  }
+  return counts;
+}
+
 int64_t log_rollouts(std::FILE* f, const StepRollouts& b, int64_t step, int64_t group_size) {
   std::vector<bool> kept(b.all.size(), false);
   for (int64_t i : b.kept) kept[static_cast<size_t>(i)] = true;
@@ -62,10 +93,11 @@ int64_t log_rollouts(std::FILE* f, const StepRollouts& b, int64_t step, int64_t 
                 {"reward_errors", errors},
                 {"trained", kept[i]}};
     const std::string line = row.dump() + "\n";
-    std::fwrite(line.data(), 1, line.size(), f);
+    if (std::fwrite(line.data(), 1, line.size(), f) != line.size())
+      titan::fail("rollouts.jsonl: cannot write step {}: {}", step, std::strerror(errno));
     ++n;
   }
-  std::fflush(f);
+  if (std::fflush(f) != 0) fail("rollouts.jsonl: cannot write step {}: {}", step, std::strerror(errno));
   return n;
 }
 

@@ -57,6 +57,17 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }
 }  // namespace
 
+bool nonfinite_step_guard(int64_t step, double loss, double grad_norm, bool skip) {
+  if (std::isfinite(loss) && std::isfinite(grad_norm)) return true;
+  TITAN_CHECK(skip,
+              "step {}: loss {} / grad_norm {} is not finite (diverged: lower optimizer.lr or enable "
+              "clipping; training.skip_nonfinite_steps=true skips such steps); no update was made",
+              step, loss, grad_norm);
+  fmt::print("step {}: loss {} / grad_norm {} is not finite: step skipped (training.skip_nonfinite_steps)\n",
+             step, loss, grad_norm);
+  return false;
+}
+
 double mfu_peak_flops(double configured) {
   if (configured > 0.0) return configured;
   const double per_core = kernels::cpu::cpu_isa() == kernels::cpu::Isa::avx512
@@ -137,6 +148,10 @@ optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job) {
 struct Trainer::Ckpt {
   std::unique_ptr<CheckpointManager> mgr;
   std::string folder;
+  // The metrics row of the step being saved: stored in the checkpoint, so that a kill
+  // after the checkpoint is published but before the row reaches metrics.jsonl loses
+  // nothing (try_resume writes it back).
+  nlohmann::json row;
 };
 
 Trainer::Trainer(const config::JobConfig& job) : job_(job) { build(); }
@@ -146,7 +161,7 @@ void Trainer::build() {
   config::validate(job_);
   host_cache_.emplace(static_cast<size_t>(job_.training.host_cache_mb) << 20);
   dump_ = job_.job.dump_folder.empty() ? std::string("outputs/run") : job_.job.dump_folder;
-  fs::create_directories(dump_);
+  create_output_dir(dump_, "job.dump_folder");
   const std::string& tp = job_.model.tokenizer_path;
   const std::string tok_path = tp.empty()                         ? std::string("byte")
                                : data::is_builtin_tokenizer(tp) ? tp
@@ -279,10 +294,15 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     grad_norm = job_.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job_.training.max_norm)
                                            : optim::grad_norm(refs);
   }
+  const double loss = loss_sum / static_cast<double>(valid);
+  if (!nonfinite_step_guard(step + 1, loss, grad_norm, job_.training.skip_nonfinite_steps)) {
+    opt_->zero_grad();  // skipped: no update
+    return loss;
+  }
   sched_->apply(*opt_, step);
   opt_->step();
   opt_->zero_grad();
-  return loss_sum / static_cast<double>(valid);
+  return loss;
 }
 
 double Trainer::evaluate() {
@@ -315,6 +335,7 @@ void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
   st.extra["loader"] = doc_loader_ ? doc_loader_->state() : loader_->state().to_json();
   st.extra["seed"] = job_.training.seed;
   st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
+  if (!ckpt_->row.is_null()) st.extra["metrics_row"] = ckpt_->row;
   blocking_ms = ckpt_->mgr->save(model_->named_parameters(), opt_->state_dict(), st);
 }
 
@@ -346,6 +367,8 @@ bool Trainer::try_resume() {
     loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
   start_step_ = c.state.step;
   trim_metrics(dump_ + "/metrics.jsonl", start_step_);
+  if (job_.metrics.jsonl && c.state.extra.contains("metrics_row"))
+    restore_metrics_row(dump_ + "/metrics.jsonl", c.state.extra.at("metrics_row"), "loss");
   fmt::print("resumed from {} (step {})\n", *latest, start_step_);
   return true;
 }
@@ -363,7 +386,7 @@ void Trainer::export_hf() {
 
 void Trainer::write_hf_export() {
   const std::string dir = dump_ + "/hf";
-  fs::create_directories(dir);
+  create_output_dir(dir, "checkpoint.export_hf (<job.dump_folder>/hf)");
   save_safetensors(dir + "/model.safetensors", models::hf_state_dict(*model_));
   save_hf_config(dir + "/config.json", models::config_to_hf(model_->config()));
   const std::string tp = job_.model.tokenizer_path;
@@ -385,7 +408,7 @@ TrainResult Trainer::train() {
   res.steps_done = start_step_;
   // Rank 0 prints and writes metrics.jsonl; every logged value is the whole job's.
   std::unique_ptr<MetricsLogger> metrics_file;
-  if (rank0_) metrics_file = std::make_unique<MetricsLogger>(dump_ + "/metrics.jsonl", resumed);
+  if (rank0_) metrics_file = std::make_unique<MetricsLogger>(dump_ + "/metrics.jsonl", resumed, job_.metrics.jsonl);
   auto log_row = [&](const nlohmann::json& row) {
     if (metrics_file) metrics_file->log(row);
   };
@@ -445,6 +468,7 @@ TrainResult Trainer::train() {
       row["comm_bytes"] = fs.all_gather_bytes + fs.reduce_bytes;
       fsdp_->reset_stats();
     }
+    if (!std::isfinite(loss) || !std::isfinite(gnorm)) row["skipped_nonfinite"] = true;
     res.final_loss = loss;
     const bool last = done == total;
     if (job_.validation.enabled && (done % job_.validation.freq == 0 || last)) {
@@ -455,6 +479,7 @@ TrainResult Trainer::train() {
     const bool stop = sig != 0;
     if (job_.checkpoint.enable && (done % job_.checkpoint.interval == 0 || last || stop)) {
       double blocking = 0;
+      ckpt_->row = row;
       save_checkpoint(done, blocking);
       row["checkpoint_blocking_ms"] = blocking;
     }
@@ -542,7 +567,10 @@ int run_train_job(const config::JobConfig& job) {
   if (rank0) {
     fmt::print("done: {} steps in {:.1f} s | final loss {:.4f}", r.steps_done, secs, r.final_loss);
     if (r.final_val_loss >= 0) fmt::print(" | val_loss {:.4f}", r.final_val_loss);
-    fmt::print(" | metrics: {}/metrics.jsonl\n", r.dump_folder);
+    if (job.metrics.jsonl)
+      fmt::print(" | metrics: {}/metrics.jsonl\n", r.dump_folder);
+    else
+      fmt::print(" | metrics.jsonl off\n");
   }
   if (!r.interrupted && !find_document_source(job.training.dataset)) {  // a text sample suits stream data only
     const std::string text = trainer.sample("\n", 300, 0.8, 1337);

@@ -35,6 +35,12 @@ models::TransformerConfig model_config_from_job(const config::JobConfig& job, in
 // or ...Avx512) times num_threads().
 double mfu_peak_flops(double configured);
 
+// The non-finite guard of one optimizer step (1-based `step`): true when loss and
+// grad_norm are finite (make the update); false when not and `skip`
+// (training.skip_nonfinite_steps: the caller makes no update, a line is printed);
+// otherwise throws titan::Error "step N: loss nan / grad_norm nan is not finite ...".
+bool nonfinite_step_guard(int64_t step, double loss, double grad_norm, bool skip);
+
 // optimizer / lr_scheduler sections → optim configs.
 optim::OptimizerConfig optimizer_config_from_job(const config::JobConfig& job);
 optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job);
