@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +34,7 @@
 #include "titan/core/thread_pool.h"
 #include "titan/infer/engine.h"
 #include "titan/infer/model_loader.h"
+#include "titan/infer/request_jsonl.h"
 #include "titan/train/trainer.h"
 
 namespace {
@@ -124,32 +126,6 @@ infer::SamplingParams params_from_args(const GenerateArgs& a, const infer::Loade
   return p;
 }
 
-// Sampling fields of one input line over the command-line defaults.
-infer::SamplingParams params_from_json(const nlohmann::json& j, infer::SamplingParams p, const std::string& where) {
-  try {
-    if (j.contains("n")) p.n = j.at("n").get<int>();
-    if (j.contains("max_tokens")) p.max_tokens = j.at("max_tokens").get<int64_t>();
-    if (j.contains("temperature")) p.temperature = j.at("temperature").get<double>();
-    if (j.contains("top_p")) p.top_p = j.at("top_p").get<double>();
-    if (j.contains("top_k")) p.top_k = j.at("top_k").get<int>();
-    if (j.contains("min_p")) p.min_p = j.at("min_p").get<double>();
-    if (j.contains("seed")) p.seed = j.at("seed").get<uint64_t>();
-    if (j.contains("logprobs")) p.logprobs = j.at("logprobs").get<int>();
-    if (j.contains("ignore_eos")) p.ignore_eos = j.at("ignore_eos").get<bool>();
-    if (j.contains("stop")) {
-      const auto& s = j.at("stop");
-      p.stop = s.is_string() ? std::vector<std::string>{s.get<std::string>()} : s.get<std::vector<std::string>>();
-    }
-    if (j.contains("stop_token_ids")) {
-      auto ids = j.at("stop_token_ids").get<std::vector<int32_t>>();
-      p.stop_token_ids.insert(p.stop_token_ids.end(), ids.begin(), ids.end());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: bad sampling field: {}", where, e.what());
-  }
-  return p;
-}
-
 std::vector<int32_t> encode_prompt(const infer::LoadedModel& m, const std::string& text) {
   std::vector<int32_t> ids;
   if (m.bos_id >= 0) ids.push_back(m.bos_id);
@@ -225,38 +201,21 @@ int run_prompt(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine
 
 int run_jsonl(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine& engine) {
   TITAN_CHECK(!a.output.empty(), "generate: --input needs --output FILE");
-  std::ifstream in(a.input);
+  std::ifstream in(a.input, std::ios::binary);
   TITAN_CHECK(in.good(), "generate: cannot open --input {}", a.input);
-  const infer::SamplingParams defaults = params_from_args(a, m);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<std::vector<int32_t>> prompts;
   std::vector<infer::SamplingParams> params;
   std::vector<nlohmann::json> prompt_text;
-  std::string line;
-  for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = fmt::format("{}:{}", a.input, lineno);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: invalid JSON: {}", where, e.what());
-    }
-    TITAN_CHECK(j.is_object(), "{}: expected a JSON object, got {}", where, j.type_name());
-    if (j.contains("prompt")) {
-      TITAN_CHECK(j["prompt"].is_string(), "{}: \"prompt\" must be a string", where);
-      prompts.push_back(encode_prompt(m, j["prompt"].get<std::string>()));
-      prompt_text.push_back(j["prompt"]);
-    } else if (j.contains("prompt_token_ids")) {
-      try {
-        prompts.push_back(j["prompt_token_ids"].get<std::vector<int32_t>>());
-      } catch (const nlohmann::json::exception& e) {
-        fail("{}: \"prompt_token_ids\" must be a list of integers: {}", where, e.what());
-      }
-      prompt_text.push_back(nullptr);
+  for (infer::JsonlRequest& r : infer::parse_request_jsonl(text, params_from_args(a, m), a.input)) {
+    if (r.prompt) {
+      prompts.push_back(encode_prompt(m, *r.prompt));
+      prompt_text.emplace_back(*r.prompt);
     } else {
-      fail("{}: expected a \"prompt\" (string) or \"prompt_token_ids\" (list) field", where);
+      prompts.push_back(std::move(r.prompt_token_ids));
+      prompt_text.emplace_back(nullptr);
     }
-    params.push_back(params_from_json(j, defaults, where));
+    params.push_back(std::move(r.params));
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<infer::RequestOutput> outs = engine.generate(prompts, params);
@@ -341,6 +300,11 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
   run = [a, prompt]() -> int {
     a->has_prompt = prompt->count() > 0;
     TITAN_CHECK(a->has_prompt != !a->input.empty(), "generate: give either --prompt TEXT or --input FILE");
+    {
+      // The command-line sampling values, checked before the model loads.
+      const infer::LoadedModel none;
+      params_from_args(*a, none).validate();
+    }
     if (a->threads > 0) set_num_threads(a->threads);
     infer::LoadedModel m = load_model(*a);
     if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);
