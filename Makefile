@@ -8,9 +8,10 @@ DEBS := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-
         nlohmann-json3-dev libtomlplusplus-dev libcli11-dev libfmt-dev libopenblas-dev \
         libpcre2-dev libutf8proc-dev libsentencepiece-dev wamerican \
         python3 python3-torch python3-numpy python3-venv python3-matplotlib \
-        libopenmpi-dev openmpi-bin libcpp-httplib-dev libsqlite3-dev
+        libopenmpi-dev openmpi-bin libcpp-httplib-dev libsqlite3-dev \
+        clang libclang-rt-14-dev
 
-.PHONY: all deps venv configure build demo test bench clean
+.PHONY: all deps venv configure build demo test bench fuzz fuzz-build clean
 
 all: build
 
@@ -42,5 +43,20 @@ test: build venv
 bench: build
 	./bench/run_all.sh
 
+# libFuzzer targets (tests/fuzz/): clang, ASan + UBSan, in their own build folder so
+# that the normal build stays GCC. `make fuzz` runs each for FUZZ_SECONDS.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 600
+
+$(FUZZ_BUILD)/build.ninja: | deps
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DTITAN_FUZZ=ON
+
+fuzz-build: $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/fuzz.sh
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)

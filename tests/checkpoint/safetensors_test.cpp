@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "tests/checkpoint/helpers.h"
@@ -155,7 +156,7 @@ TEST(Safetensors, BadInputErrors) {
   write_raw(d / "hlen", big);
   EXPECT_TRUE(throws_with([&] { load_safetensors(d / "hlen"); },
                           {"hlen", "truncated file", "header length 1000 exceeds the 2 bytes"}));
-  EXPECT_TRUE(bad("{\"a\": {\"dtype\": ", "", {"malformed JSON header"}));
+  EXPECT_TRUE(bad("{\"a\": {\"dtype\": ", "", {"header", "malformed JSON"}));
   EXPECT_TRUE(bad("[1, 2]", "", {"malformed JSON header", "starting with '{'"}));
   EXPECT_TRUE(bad(R"({"a": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]},)"
                   R"( "a": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}})",
@@ -291,4 +292,110 @@ TEST(Safetensors, PythonReadsOurFile) {
   EXPECT_EQ(run_python("safetensors_ref.py", "read " + (d / "ours.safetensors") + " " + (d / "ours.json"), out), 0)
       << out;
   EXPECT_NE(out.find("OK 11 tensors"), std::string::npos) << out;
+}
+
+namespace {
+
+// A header of n one-byte U8 tensors "t<i>" tiling an n-byte buffer, and the file;
+// with last_repeats_first the last tensor is named "t0" again.
+std::string many_tensors_file(size_t n, bool last_repeats_first = false) {
+  std::string h = "{";
+  for (size_t i = 0; i < n; ++i)
+    h += fmt::format("{}\"t{}\":{{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[{},{}]}}", i ? "," : "",
+                     last_repeats_first && i == n - 1 ? 0 : i, i, i + 1);
+  h += "}";
+  return raw_file(h, std::string(n, '\x07'));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// Opening is linear in the tensor count. A duplicate-key check inside nlohmann's
+// callback parse made it quadratic: 80k tensors took 23 s and 200k would take
+// ~140 s on the 2-core reference host; linear, 200k take well under a second there.
+// The bound is loose for a loaded machine.
+TEST(Safetensors, ManyTensorsOpenInLinearTime) {
+  TempDir d;
+  const size_t n = 200000;
+  write_raw(d / "many.safetensors", many_tensors_file(n));
+  const auto t0 = std::chrono::steady_clock::now();
+  SafetensorsReader r(d / "many.safetensors");
+  const double s = seconds_since(t0);
+  std::printf("%zu tensors opened in %.3f s\n", n, s);
+  EXPECT_LT(s, 15.0) << n << " tensors took " << s << " s to open";
+  ASSERT_EQ(r.names().size(), n);
+  EXPECT_EQ(r.entry("t123456").begin, 123456u);
+  EXPECT_EQ(r.load("t199999").data<uint8_t>()[0], 7);
+
+  // The last of 200k keys repeating the first is still found.
+  write_raw(d / "dup.safetensors", many_tensors_file(n, true));
+  EXPECT_TRUE(throws_with([&] { SafetensorsReader r2(d / "dup.safetensors"); },
+                          {"dup.safetensors", "duplicate key 't0'"}));
+}
+
+TEST(Safetensors, DeepNestingAndLongValuesGiveShortErrors) {
+  TempDir d;
+  const std::string f16b(16, '\0');
+  auto error_of = [&](const std::string& header, const std::string& data) -> std::string {
+    write_raw(d / "x.safetensors", raw_file(header, data));
+    try {
+      SafetensorsReader r(d / "x.safetensors");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  // 100k levels: a stack overflow when the bad value was dumped into the message.
+  const size_t deep = 100000;
+  for (const std::string& key : {std::string("a"), std::string("__metadata__")}) {
+    const std::string msg = error_of("{\"" + key + "\": " + std::string(deep, '[') + std::string(deep, ']') + "}", "");
+    EXPECT_NE(msg.find("nested deeper than 8 levels"), std::string::npos) << msg;
+    EXPECT_LT(msg.size(), 200u) << msg;
+  }
+  // A bad value of 1 MB is cut to a few dozen characters in the message.
+  const std::string huge(1 << 20, 'x');
+  for (const std::string& header :
+       {"{\"a\": \"" + huge + "\"}", R"({"a": {"dtype": ")" + huge + R"(", "shape": [2], "data_offsets": [0, 16]}})",
+        R"({"a": {"dtype": "F32", "shape": [2, ")" + huge + R"("], "data_offsets": [0, 16]}})",
+        R"({"__metadata__": {"k": [")" + huge + R"("]}})", "{\"" + huge + "\": 1}", "{\"a\": \"" + huge}) {
+    const std::string msg = error_of(header, f16b);
+    EXPECT_LT(msg.size(), 400u) << msg.substr(0, 400);
+    EXPECT_NE(msg.find("... (1048"), std::string::npos) << msg.substr(0, 400);
+  }
+  // Duplicate keys inside an entry are refused too.
+  EXPECT_NE(error_of(R"({"a": {"dtype": "F32", "dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", f16b)
+                .find("duplicate key 'dtype'"),
+            std::string::npos);
+}
+
+TEST(Safetensors, HeaderSizeLimit) {
+  TempDir d;
+  save_safetensors(d / "ok.safetensors", {{"w", Tensor::randn({4}, 1)}});
+  const uint64_t hlen = SafetensorsReader(d / "ok.safetensors").data_offset() - 8;
+  EXPECT_EQ(safetensors_max_header_bytes(), kSafetensorsMaxHeaderBytes);
+  EXPECT_EQ(SafetensorsReader(d / "ok.safetensors", hlen).names().size(), 1u);
+  EXPECT_TRUE(throws_with([&] { SafetensorsReader r(d / "ok.safetensors", hlen - 1); },
+                          {"ok.safetensors", fmt::format("header of {} bytes exceeds the limit of {} bytes", hlen,
+                                                         hlen - 1),
+                           "TITAN_SAFETENSORS_MAX_HEADER_BYTES"}));
+  // The limit is checked before the header is read: a file claiming a 1 GB header
+  // fails on the limit, not on its length.
+  std::string big = raw_file("{}", "");
+  const uint64_t n = uint64_t{1} << 30;
+  std::memcpy(big.data(), &n, 8);
+  write_raw(d / "big.safetensors", big);
+  EXPECT_TRUE(throws_with([&] { SafetensorsReader r(d / "big.safetensors"); }, {"exceeds the limit of 100000000"}));
+
+  ::setenv("TITAN_SAFETENSORS_MAX_HEADER_BYTES", std::to_string(hlen - 1).c_str(), 1);
+  EXPECT_TRUE(throws_with([&] { SafetensorsReader r(d / "ok.safetensors"); }, {"exceeds the limit"}));
+  ::setenv("TITAN_SAFETENSORS_MAX_HEADER_BYTES", "lots", 1);
+  EXPECT_TRUE(throws_with([&] { SafetensorsReader r(d / "ok.safetensors"); },
+                          {"TITAN_SAFETENSORS_MAX_HEADER_BYTES='lots'", "positive number of bytes"}));
+  ::setenv("TITAN_SAFETENSORS_MAX_HEADER_BYTES", "0", 1);
+  EXPECT_TRUE(throws_with([&] { SafetensorsReader r(d / "ok.safetensors"); }, {"positive number of bytes"}));
+  ::unsetenv("TITAN_SAFETENSORS_MAX_HEADER_BYTES");
+  EXPECT_EQ(SafetensorsReader(d / "ok.safetensors").names().size(), 1u);
 }

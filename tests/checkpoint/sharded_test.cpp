@@ -159,3 +159,41 @@ TEST(Sharded, FailedSaveKeepsPreviousCheckpoint) {
   EXPECT_EQ(before, after);
   EXPECT_EQ(load_safetensors_checkpoint(d / "c").size(), in.size());
 }
+
+// An index opens no shard; each is mapped the first time one of its tensors is
+// needed, so a damaged shard does not stop the others from loading.
+TEST(Sharded, ShardsAreMappedOnDemand) {
+  TempDir d;
+  const TensorMap in = model_tensors();
+  save_sharded_safetensors(d / "c", in, 1000);
+  SafetensorsCheckpoint ck(d / "c");
+  EXPECT_EQ(ck.num_shards(), 4u);
+  EXPECT_EQ(ck.num_open_shards(), 0u);
+  EXPECT_EQ(ck.names().size(), in.size());
+  EXPECT_TRUE(ck.contains("model.layers.5.w"));
+  EXPECT_NE(ck.shard_of("model.layers.5.w").find("model-00004-of-00004"), std::string::npos);
+  EXPECT_EQ(ck.num_open_shards(), 0u);
+  EXPECT_TRUE(same_bytes(ck.load("model.layers.1.w"), in.at("model.layers.1.w")));
+  EXPECT_EQ(ck.num_open_shards(), 1u);
+  EXPECT_EQ(ck.entry("model.layers.0.w").shape, (Shape{10, 10}));  // same shard
+  EXPECT_EQ(ck.num_open_shards(), 1u);
+
+  // Shard 3 cut short: shard 2 still loads; shard 3's tensors name it.
+  const std::string s3 = d / "c/model-00003-of-00004.safetensors";
+  const std::string bytes = read_file(s3);
+  write_raw(s3, bytes.substr(0, bytes.size() - 4));
+  SafetensorsCheckpoint ck2(d / "c");
+  EXPECT_TRUE(same_bytes(ck2.load("model.layers.0.w"), in.at("model.layers.0.w")));
+  EXPECT_TRUE(throws_with([&] { ck2.load("model.layers.2.w"); }, {"model-00003-of-00004.safetensors", "truncated"}));
+  EXPECT_TRUE(throws_with([&] { ck2.load_all(); }, {"model-00003-of-00004.safetensors", "truncated"}));
+}
+
+// A 100k-deep value in the index is an error, not a stack overflow.
+TEST(Sharded, DeeplyNestedIndexIsAnError) {
+  TempDir d;
+  save_sharded_safetensors(d / "c", model_tensors(), 1000);
+  write_raw(d / "c/model.safetensors.index.json",
+            "{\"weight_map\": {\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}}");
+  EXPECT_TRUE(throws_with([&] { SafetensorsCheckpoint ck(d / "c"); },
+                          {"model.safetensors.index.json", "nested deeper than 64 levels"}));
+}

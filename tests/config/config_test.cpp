@@ -373,3 +373,27 @@ TEST(Config, ParallelismDegreesAreCheckedBeforeUse) {
   EXPECT_EQ(tc::grad_accum_steps(c, 4), 1);
   EXPECT_EQ(tc::grad_accum_steps(c, 1), 4);
 }
+
+// toml++ 3.3.0 reaches __builtin_unreachable() (undefined behaviour) classifying most
+// code points in U+00A1..U+049A as whitespace or not, e.g. the 'Г' of `nГ = 1`; titan
+// refuses such text before toml++ parses it. Non-ASCII text inside strings and
+// comments stays valid.
+TEST(Config, TomlNonAsciiOutsideStrings) {
+  tc::JobConfig c;
+  const std::string bad[] = {"nГ = 1\n", "[training]\nsteps = 3 Г\n", "[trainingÀ]\n", "job.description = \"x\" é\n",
+                             "job.description = \"\"\"a \\\n  Гb\"\"\"\n"};
+  for (const std::string& text : bad) {
+    const std::string e = error_of([&] { tc::apply_toml_text(c, text, "t.toml"); });
+    EXPECT_NE(e.find("t.toml:"), std::string::npos) << text << " -> " << e;
+    EXPECT_NE(e.find("a non-ASCII character where whitespace or a key may stand"), std::string::npos)
+        << text << " -> " << e;
+  }
+  EXPECT_EQ(error_of([&] { tc::apply_toml_text(c, "nГ = 1\n", "t.toml"); }).rfind("t.toml:1:2: ", 0), 0u);
+  tc::apply_toml_text(c,
+                      "# комментарий é\njob.description = \"Гамма \\\"q\\\" — ok\"  # 注释\n"
+                      "[training]\ndataset_path = 'Г/д.txt'\n[model]\nname = \"\"\"\nГ\"\"\"\"\n",
+                      "ok.toml");
+  EXPECT_EQ(c.job.description, "Гамма \"q\" — ok");
+  EXPECT_EQ(c.training.dataset_path, "Г/д.txt");
+  EXPECT_EQ(c.model.name, "Г\"");
+}

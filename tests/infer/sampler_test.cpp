@@ -223,7 +223,7 @@ TEST(Sampler, ParamsValidation) {
   EXPECT_EQ(msg(p), "SamplingParams.temperature must be finite and >= 0, got -1");
   p = {};
   p.n = 0;
-  EXPECT_EQ(msg(p), "SamplingParams.n must be >= 1, got 0");
+  EXPECT_EQ(msg(p), "SamplingParams.n must be in [1, 4096], got 0");
   p = {};
   p.min_p = 2;
   EXPECT_EQ(msg(p), "SamplingParams.min_p must be in [0, 1], got 2");

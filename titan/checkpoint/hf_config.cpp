@@ -1,9 +1,12 @@
 #include "titan/checkpoint/hf_config.h"
 
 #include <set>
+#include <tuple>
 
+#include "titan/config/limits.h"
 #include "titan/core/error.h"
 #include "titan/core/fs.h"
+#include "titan/core/json_read.h"
 
 namespace titan {
 
@@ -23,7 +26,7 @@ struct Fields {
     return it == j.end() || it->is_null() ? nullptr : &*it;
   }
   [[noreturn]] void bad_type(const std::string& key, const char* want, const json& v) const {
-    fail("{}: field '{}' must be {}, got {}", where, key, want, v.dump());
+    fail("{}: field '{}' must be {}, got {}", where, key, want, json_excerpt(v));
   }
   std::optional<int64_t> i64(const std::string& key) const {
     const json* v = get(key);
@@ -71,7 +74,7 @@ bool is_supported(const std::string& arch) {
 // rope_scaling (or transformers v5 rope_parameters) -> HFRopeScaling / nullopt.
 std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::string& where, const std::string& key) {
   if (rs.is_null()) return std::nullopt;
-  if (!rs.is_object()) fail("{}: field '{}' must be an object or null, got {}", where, key, rs.dump());
+  if (!rs.is_object()) fail("{}: field '{}' must be an object or null, got {}", where, key, json_excerpt(rs));
   Fields f{rs, where + " " + key, nullptr};
   auto type = f.str("rope_type");
   if (!type) type = f.str("type");  // older configs
@@ -132,17 +135,24 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
   c.num_hidden_layers = f.required_i64("num_hidden_layers");
   c.num_attention_heads = f.required_i64("num_attention_heads");
   c.vocab_size = f.required_i64("vocab_size");
-  for (auto [k, v] : {std::pair{"hidden_size", c.hidden_size}, {"intermediate_size", c.intermediate_size},
-                      {"num_hidden_layers", c.num_hidden_layers}, {"num_attention_heads", c.num_attention_heads},
-                      {"vocab_size", c.vocab_size}})
+  for (auto [k, v, limit] :
+       {std::tuple{"hidden_size", c.hidden_size, config::kMaxHiddenSize},
+        {"intermediate_size", c.intermediate_size, config::kMaxIntermediateSize},
+        {"num_hidden_layers", c.num_hidden_layers, config::kMaxLayers},
+        {"num_attention_heads", c.num_attention_heads, config::kMaxHeads}, {"vocab_size", c.vocab_size, config::kMaxVocabSize}}) {
     TITAN_CHECK(v > 0, "{}: field '{}' must be positive, got {}", where, k, v);
+    TITAN_CHECK(v <= limit, "{}: field '{}' = {} exceeds the limit of {}", where, k, v, limit);
+  }
   const int64_t H = c.num_attention_heads;
   c.num_key_value_heads = f.i64("num_key_value_heads").value_or(H);
+  TITAN_CHECK(c.num_key_value_heads <= config::kMaxHeads, "{}: field 'num_key_value_heads' = {} exceeds the limit of {}",
+              where, c.num_key_value_heads, config::kMaxHeads);
   TITAN_CHECK(c.num_key_value_heads > 0 && H % c.num_key_value_heads == 0,
               "{}: num_key_value_heads ({}) must be positive and divide num_attention_heads ({})", where,
               c.num_key_value_heads, H);
   if (auto hd = f.i64("head_dim")) {
-    TITAN_CHECK(*hd > 0, "{}: field 'head_dim' must be positive, got {}", where, *hd);
+    TITAN_CHECK(*hd > 0 && *hd <= config::kMaxHeadDim, "{}: field 'head_dim' must be in [1, {}], got {}", where,
+                config::kMaxHeadDim, *hd);
     c.head_dim = *hd;
   } else {
     TITAN_CHECK(c.hidden_size % H == 0,
@@ -151,8 +161,9 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     c.head_dim = c.hidden_size / H;
   }
   c.max_position_embeddings = f.i64("max_position_embeddings").value_or(c.is_llama() ? 2048 : 32768);
-  TITAN_CHECK(c.max_position_embeddings > 0, "{}: field 'max_position_embeddings' must be positive, got {}",
-              where, c.max_position_embeddings);
+  TITAN_CHECK(c.max_position_embeddings > 0 && c.max_position_embeddings <= config::kMaxPositions,
+              "{}: field 'max_position_embeddings' must be in [1, {}], got {}", where, config::kMaxPositions,
+              c.max_position_embeddings);
   c.rms_norm_eps = f.f64("rms_norm_eps").value_or(1e-6);
   TITAN_CHECK(c.rms_norm_eps > 0, "{}: field 'rms_norm_eps' must be positive, got {}", where, c.rms_norm_eps);
 
@@ -200,13 +211,8 @@ HFConfig load_hf_config(const std::string& path) {
   std::string file = path;
   if (dir_exists(path)) file = (path.back() == '/' ? path : path + "/") + "config.json";
   if (!file_exists(file)) fail("config.json {}: file not found", file);
-  json j;
-  try {
-    j = json::parse(read_file(file));
-  } catch (const json::exception& e) {
-    fail("config.json {}: malformed JSON: {}", file, e.what());
-  }
-  return parse_hf_config(j, file);
+  // Bounded nesting: `extra` is copied, and copies recurse once per level.
+  return parse_hf_config(parse_json(read_file(file), "config.json " + file), file);
 }
 
 json hf_config_to_json(const HFConfig& c) {

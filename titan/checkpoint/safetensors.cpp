@@ -4,9 +4,11 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
+#include <cerrno>
+#include <cstdlib>
 
 #include "titan/core/fs.h"
+#include "titan/core/json_read.h"
 
 namespace titan {
 
@@ -46,31 +48,32 @@ std::optional<uint64_t> as_u64(const json& v) {
 // Parses and validates one tensor entry of the header.
 SafetensorsEntry parse_entry(const std::string& where, const std::string& name, const json& v,
                              uint64_t buffer_size) {
-  auto bad = [&](const std::string& what) { fail("{}: tensor '{}': {}", where, name, what); };
-  if (!v.is_object()) bad(fmt::format("expected an object with dtype, shape, data_offsets, got {}", v.dump()));
+  auto bad = [&](const std::string& what) { fail("{}: tensor '{}': {}", where, excerpt(name, 100), what); };
+  if (!v.is_object())
+    bad(fmt::format("expected an object with dtype, shape, data_offsets, got {}", json_excerpt(v)));
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!v.contains(key)) bad(fmt::format("missing field '{}'", key));
   SafetensorsEntry e;
   const json& dt = v["dtype"];
-  if (!dt.is_string()) bad(fmt::format("dtype must be a string, got {}", dt.dump()));
+  if (!dt.is_string()) bad(fmt::format("dtype must be a string, got {}", json_excerpt(dt)));
   auto d = find_dtype(dt.get<std::string>());
-  if (!d) bad(fmt::format("unknown dtype '{}' (supported: {})", dt.get<std::string>(), supported_dtypes()));
+  if (!d) bad(fmt::format("unknown dtype '{}' (supported: {})", excerpt(dt.get<std::string>()), supported_dtypes()));
   e.dtype = *d;
   const json& sh = v["shape"];
-  if (!sh.is_array()) bad(fmt::format("shape must be an array of non-negative integers, got {}", sh.dump()));
+  if (!sh.is_array()) bad(fmt::format("shape must be an array of non-negative integers, got {}", json_excerpt(sh)));
   uint64_t nbytes = dtype_size(e.dtype);
   for (const json& s : sh) {
     auto n = as_u64(s);
     if (!n || *n > static_cast<uint64_t>(INT64_MAX))
-      bad(fmt::format("shape must be an array of non-negative integers, got {}", sh.dump()));
-    if (__builtin_mul_overflow(nbytes, *n, &nbytes)) bad(fmt::format("shape {} overflows 64 bits", sh.dump()));
+      bad(fmt::format("shape must be an array of non-negative integers, got {}", json_excerpt(sh)));
+    if (__builtin_mul_overflow(nbytes, *n, &nbytes)) bad(fmt::format("shape {} overflows 64 bits", json_excerpt(sh)));
     e.shape.push_back(static_cast<int64_t>(*n));
   }
   const json& off = v["data_offsets"];
   std::optional<uint64_t> b, en;
   if (off.is_array() && off.size() == 2) b = as_u64(off[0]), en = as_u64(off[1]);
   if (!b || !en || *b > *en)
-    bad(fmt::format("data_offsets must be [begin, end] with 0 <= begin <= end, got {}", off.dump()));
+    bad(fmt::format("data_offsets must be [begin, end] with 0 <= begin <= end, got {}", json_excerpt(off)));
   e.begin = *b;
   e.end = *en;
   if (e.end - e.begin != nbytes)
@@ -99,7 +102,18 @@ DType safetensors_dtype(const std::string& name) {
 
 // ---- reading
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+uint64_t safetensors_max_header_bytes() {
+  const char* env = std::getenv(kSafetensorsMaxHeaderEnv);
+  if (!env || !*env) return kSafetensorsMaxHeaderBytes;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(env, &end, 10);
+  if (errno != 0 || *end != '\0' || v == 0 || env[0] == '-')
+    fail("{}='{}': expected a positive number of bytes", kSafetensorsMaxHeaderEnv, excerpt(env));
+  return v;
+}
+
+SafetensorsReader::SafetensorsReader(const std::string& path, uint64_t max_header_bytes) : path_(path) {
   const std::string where = "safetensors " + path;
   if (!file_exists(path)) {
     if (dir_exists(path)) fail("{}: is a directory, expected a .safetensors file", where);
@@ -110,6 +124,9 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   if (size < 8) fail("{}: truncated file: {} bytes, less than the 8-byte header length", where, size);
   uint64_t n = 0;
   std::memcpy(&n, file_->data(), 8);  // little-endian on every supported host
+  if (n > max_header_bytes)
+    fail("{}: header of {} bytes exceeds the limit of {} bytes (set {} to raise it)", where, n,
+         max_header_bytes, kSafetensorsMaxHeaderEnv);
   if (n > size - 8)
     fail("{}: truncated file: header length {} exceeds the {} bytes after the 8-byte prefix "
          "(not a safetensors file, or cut short)", where, n, size - 8);
@@ -118,37 +135,30 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   const char* hdr = reinterpret_cast<const char*>(file_->data()) + 8;
   if (n == 0 || hdr[0] != '{') fail("{}: malformed JSON header: it must be a JSON object starting with '{{'", where);
 
-  // Parse, flagging duplicate top-level keys (nlohmann would keep the last silently).
-  std::string dup;
-  std::set<std::string> seen;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::key && depth == 1 && !seen.insert(parsed.get<std::string>()).second &&
-        dup.empty())
-      dup = parsed.get<std::string>();
-    return true;
-  };
-  json h;
-  try {
-    h = json::parse(hdr, hdr + n, cb);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON header: {}", where, e.what());
-  }
-  if (!h.is_object()) fail("{}: malformed JSON header: expected an object, got {}", where, h.type_name());
-  if (!dup.empty()) fail("{}: malformed JSON header: duplicate key '{}'", where, dup);
-
-  for (const auto& [key, v] : h.items()) {
+  // Members are streamed (no DOM of the whole header), so the parse is linear in
+  // the tensor count; a repeated key is refused (nlohmann would keep the last).
+  bool have_metadata = false;
+  auto member = [&](std::string&& key, json&& v) {
     if (key == "__metadata__") {
-      if (v.is_null()) continue;
-      if (!v.is_object()) fail("{}: __metadata__ must be an object of strings, got {}", where, v.dump());
-      for (const auto& [mk, mv] : v.items()) {
+      if (have_metadata) fail("{}: malformed JSON header: duplicate key '__metadata__'", where);
+      have_metadata = true;
+      if (v.is_null()) return;
+      if (!v.is_object())
+        fail("{}: __metadata__ must be an object of strings, got {}", where, json_excerpt(v));
+      for (auto& [mk, mv] : v.items()) {
         if (!mv.is_string())
-          fail("{}: __metadata__ value of '{}' must be a string, got {}", where, mk, mv.dump());
+          fail("{}: __metadata__ value of '{}' must be a string, got {}", where, excerpt(mk, 64), json_excerpt(mv));
         metadata_[mk] = mv.get<std::string>();
       }
-      continue;
+      return;
     }
-    entries_.emplace(key, parse_entry(where, key, v, buffer_size));
-  }
+    SafetensorsEntry e = parse_entry(where, key, v, buffer_size);
+    if (!entries_.try_emplace(std::move(key), e).second)  // key not moved when present
+      fail("{}: malformed JSON header: duplicate key '{}'", where, excerpt(key, 100));
+  };
+  // A valid header nests 3 deep ({"name": {"shape": [..]}}); 8 leaves room for
+  // readers of extensions to report them as bad values instead of bad JSON.
+  parse_json_members(std::string_view(hdr, n), where + ": header", JsonLimits{8, true}, member);
 
   // The tensors must tile the buffer: sorted by begin, each starts where the last ended.
   std::vector<std::pair<const std::string*, const SafetensorsEntry*>> order;
@@ -161,11 +171,11 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   const std::string* prev = nullptr;
   for (const auto& [name, e] : order) {
     if (e->begin < pos)
-      fail("{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", where, *prev, entries_.at(*prev).begin,
-           pos, *name, e->begin, e->end);
+      fail("{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap", where, excerpt(*prev, 100),
+           entries_.at(*prev).begin, pos, excerpt(*name, 100), e->begin, e->end);
     if (e->begin > pos)
       fail("{}: {} bytes at [{}, {}) before tensor '{}' belong to no tensor (the data buffer must "
-           "have no holes)", where, e->begin - pos, pos, e->begin, *name);
+           "have no holes)", where, e->begin - pos, pos, e->begin, excerpt(*name, 100));
     pos = e->end;
     prev = name;
   }

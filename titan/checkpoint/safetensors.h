@@ -16,7 +16,16 @@
 // copied. LoadMode::copy gives every tensor its own 64-byte-aligned storage and
 // drops the mapping once the reader is gone.
 //
-// Every malformed file raises titan::Error with one line "safetensors <path>: <problem>".
+// Every malformed file raises titan::Error with one line "safetensors <path>: <problem>"
+// (values and names in it cut to a few dozen characters). Repeated keys and JSON
+// nested deeper than 8 levels are refused. Opening is linear in the tensor count:
+// the header's members are streamed, never held as one JSON document.
+//
+// Header size limit: a header longer than kSafetensorsMaxHeaderBytes (100 MB, the
+// reference reader's MAX_HEADER_SIZE; about 1M tensors with short names) is
+// refused before it is parsed. The environment variable
+// TITAN_SAFETENSORS_MAX_HEADER_BYTES (a positive byte count) overrides it for every
+// reader; the SafetensorsReader constructor takes an explicit limit.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -35,6 +44,12 @@ using StringMap = std::map<std::string, std::string>;
 
 enum class LoadMode { mmap, copy };
 
+inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+inline constexpr const char* kSafetensorsMaxHeaderEnv = "TITAN_SAFETENSORS_MAX_HEADER_BYTES";
+// The header limit in force: $TITAN_SAFETENSORS_MAX_HEADER_BYTES or the default.
+// Throws titan::Error when the variable is set to anything but a positive integer.
+uint64_t safetensors_max_header_bytes();
+
 // "F32" <-> DType::f32 etc. safetensors_dtype throws for names titan does not
 // support ("unknown safetensors dtype 'F64' (supported: F32, BF16, ...)").
 std::string safetensors_dtype_name(DType d);
@@ -51,8 +66,9 @@ class SafetensorsReader {
  public:
   // Maps and validates the whole header. Throws titan::Error (missing file,
   // truncated file, malformed JSON, unknown dtype, shape/offset size mismatch,
-  // offsets beyond the file, overlapping tensors, holes).
-  explicit SafetensorsReader(const std::string& path);
+  // offsets beyond the file, overlapping tensors, holes, duplicate names, a
+  // header over max_header_bytes). Time and memory are linear in the header size.
+  explicit SafetensorsReader(const std::string& path, uint64_t max_header_bytes = safetensors_max_header_bytes());
 
   const std::string& path() const { return path_; }
   std::vector<std::string> names() const;                // sorted

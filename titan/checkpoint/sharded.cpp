@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <set>
 
 #include "titan/core/fs.h"
+#include "titan/core/json_read.h"
 
 namespace titan {
 
@@ -56,12 +58,7 @@ std::vector<std::string> SafetensorsIndex::shard_files() const {
 SafetensorsIndex read_safetensors_index(const std::string& index_path) {
   const std::string where = "safetensors index " + index_path;
   if (!file_exists(index_path)) fail("{}: file not found", where);
-  json j;
-  try {
-    j = json::parse(read_file(index_path));
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", where, e.what());
-  }
+  json j = parse_json(read_file(index_path), where);
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", where, j.type_name());
   SafetensorsIndex idx;
   if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size")) {
@@ -74,11 +71,11 @@ SafetensorsIndex read_safetensors_index(const std::string& index_path) {
     fail("{}: missing \"weight_map\" object {{tensor name: shard file}}", where);
   for (const auto& [name, file] : j["weight_map"].items()) {
     if (!file.is_string())
-      fail("{}: weight_map entry '{}' must name a shard file (a string), got {}", where, name, file.dump());
+      fail("{}: weight_map entry '{}' must name a shard file (a string), got {}", where, excerpt(name, 100), json_excerpt(file));
     const std::string f = file.get<std::string>();
     if (f.empty() || f.find('/') != std::string::npos)
       fail("{}: weight_map entry '{}' names shard '{}', expected a file name in the index's directory",
-           where, name, f);
+           where, excerpt(name, 100), excerpt(f, 100));
     idx.weight_map[name] = f;
   }
   return idx;
@@ -86,7 +83,13 @@ SafetensorsIndex read_safetensors_index(const std::string& index_path) {
 
 // ---- SafetensorsCheckpoint
 
+struct ShardSlots {
+  std::mutex mu;
+  std::vector<std::unique_ptr<SafetensorsReader>> readers;  // null until opened
+};
+
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) : path_(path) {
+  slots_ = std::make_unique<ShardSlots>();
   std::string file = path;
   if (dir_exists(path)) {
     if (file_exists(join_path(path, kSafetensorsSingleName))) {
@@ -99,65 +102,94 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) : path_(pa
     }
   }
   if (!ends_with(file, ".index.json")) {
-    readers_.push_back(std::make_unique<SafetensorsReader>(file));
-    for (const auto& n : readers_[0]->names()) where_[n] = readers_[0].get();
+    // The file is the checkpoint: open it now so that a bad path fails here.
+    auto r = std::make_unique<SafetensorsReader>(file);
+    for (const auto& n : r->names()) where_.emplace_hint(where_.end(), n, 0);
+    shard_paths_ = {file};
+    slots_->readers.push_back(std::move(r));
     return;
   }
+  index_path_ = file;
   const SafetensorsIndex idx = read_safetensors_index(file);
   const std::string dir = parent_dir(file);
-  std::map<std::string, const SafetensorsReader*> by_file;
+  std::map<std::string, size_t> by_file;
   for (const auto& shard : idx.shard_files()) {
     const std::string sp = join_path(dir, shard);
     if (!file_exists(sp)) {
       std::string example;
       for (const auto& [n, f] : idx.weight_map)
         if (f == shard) { example = n; break; }
-      fail("safetensors index {}: shard file {} (holding '{}' and others) does not exist", file, sp, example);
+      fail("safetensors index {}: shard file {} (holding '{}' and others) does not exist", file, sp,
+           excerpt(example, 100));
     }
-    readers_.push_back(std::make_unique<SafetensorsReader>(sp));
-    by_file[shard] = readers_.back().get();
+    by_file[shard] = shard_paths_.size();
+    shard_paths_.push_back(sp);
   }
+  listed_.resize(shard_paths_.size());
   for (const auto& [name, shard] : idx.weight_map) {
-    const SafetensorsReader* r = by_file.at(shard);
-    if (!r->contains(name))
-      fail("safetensors index {}: tensor '{}' listed in the index is absent from shard {}", file, name,
-           r->path());
-    where_[name] = r;
+    auto it = where_.emplace_hint(where_.end(), name, by_file.at(shard));
+    listed_[it->second].push_back(&it->first);
   }
+  slots_->readers.resize(shard_paths_.size());
+}
+
+SafetensorsCheckpoint::~SafetensorsCheckpoint() = default;
+
+const SafetensorsReader& SafetensorsCheckpoint::shard(size_t i) const {
+  std::lock_guard<std::mutex> lock(slots_->mu);
+  std::unique_ptr<SafetensorsReader>& r = slots_->readers.at(i);
+  if (!r) {
+    auto opened = std::make_unique<SafetensorsReader>(shard_paths_[i]);
+    if (i < listed_.size())
+      for (const std::string* name : listed_[i])
+        if (!opened->contains(*name))
+          fail("safetensors index {}: tensor '{}' listed in the index is absent from shard {}", index_path_,
+               excerpt(*name, 100), shard_paths_[i]);
+    r = std::move(opened);
+  }
+  return *r;
+}
+
+size_t SafetensorsCheckpoint::num_open_shards() const {
+  std::lock_guard<std::mutex> lock(slots_->mu);
+  size_t n = 0;
+  for (const auto& r : slots_->readers) n += r != nullptr;
+  return n;
+}
+
+size_t SafetensorsCheckpoint::shard_index(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) fail("safetensors checkpoint {}: no tensor named '{}'", path_, excerpt(name, 100));
+  return it->second;
 }
 
 std::vector<std::string> SafetensorsCheckpoint::names() const {
   std::vector<std::string> out;
-  for (const auto& [n, r] : where_) out.push_back(n);
+  out.reserve(where_.size());
+  for (const auto& [n, s] : where_) out.push_back(n);
   return out;
 }
 
 const std::string& SafetensorsCheckpoint::shard_of(const std::string& name) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) fail("safetensors checkpoint {}: no tensor named '{}'", path_, name);
-  return it->second->path();
+  return shard_paths_[shard_index(name)];
 }
 
 const SafetensorsEntry& SafetensorsCheckpoint::entry(const std::string& name) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) fail("safetensors checkpoint {}: no tensor named '{}'", path_, name);
-  return it->second->entry(name);
+  return shard(shard_index(name)).entry(name);
 }
 
 const StringMap& SafetensorsCheckpoint::metadata() const {
   static const StringMap empty;
-  return readers_.empty() ? empty : readers_[0]->metadata();
+  return shard_paths_.empty() ? empty : shard(0).metadata();
 }
 
 Tensor SafetensorsCheckpoint::load(const std::string& name, LoadMode mode) const {
-  auto it = where_.find(name);
-  if (it == where_.end()) fail("safetensors checkpoint {}: no tensor named '{}'", path_, name);
-  return it->second->load(name, mode);
+  return shard(shard_index(name)).load(name, mode);
 }
 
 TensorMap SafetensorsCheckpoint::load_all(LoadMode mode) const {
   TensorMap out;
-  for (const auto& [n, r] : where_) out.emplace(n, r->load(n, mode));
+  for (const auto& [n, s] : where_) out.emplace_hint(out.end(), n, shard(s).load(n, mode));
   return out;
 }
 

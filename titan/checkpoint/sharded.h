@@ -15,6 +15,8 @@
 
 namespace titan {
 
+struct ShardSlots;
+
 inline constexpr const char* kSafetensorsIndexName = "model.safetensors.index.json";
 inline constexpr const char* kSafetensorsSingleName = "model.safetensors";
 
@@ -30,19 +32,25 @@ SafetensorsIndex read_safetensors_index(const std::string& index_path);
 
 // Tensors of a checkpoint, loaded on demand: one .safetensors file, an index file,
 // or a directory holding model.safetensors or model.safetensors.index.json (the
-// single file wins when both exist, as in transformers). Opening an index opens
-// and validates every shard and checks that each tensor the index lists is in its
-// shard ("tensor 'x' listed in <index> is absent from shard <file>") and that no
-// shard is missing; tensors present in a shard but not listed are ignored.
+// single file wins when both exist, as in transformers). Opening an index reads
+// the index and checks that every shard file it names exists ("shard file <f>
+// (holding 'x' and others) does not exist"); a shard is mapped and validated the
+// first time one of its tensors is asked for (entry, load, load_all, metadata),
+// and then every tensor the index puts in it must be there ("tensor 'x' listed in
+// <index> is absent from shard <file>"); tensors present in a shard but not listed
+// are ignored. names(), contains(), shard_of() and num_shards() read the index
+// only. Thread-safe.
 class SafetensorsCheckpoint {
  public:
   explicit SafetensorsCheckpoint(const std::string& path);
+  ~SafetensorsCheckpoint();
 
   std::vector<std::string> names() const;  // sorted
   bool contains(const std::string& name) const { return where_.count(name) != 0; }
   const SafetensorsEntry& entry(const std::string& name) const;
   const std::string& shard_of(const std::string& name) const;  // file path of the tensor
-  size_t num_shards() const { return readers_.size(); }
+  size_t num_shards() const { return shard_paths_.size(); }
+  size_t num_open_shards() const;  // shards mapped so far
   // Metadata of the first shard (save_sharded_safetensors writes the same to all).
   const StringMap& metadata() const;
 
@@ -50,9 +58,14 @@ class SafetensorsCheckpoint {
   TensorMap load_all(LoadMode mode = LoadMode::mmap) const;
 
  private:
-  std::string path_;
-  std::vector<std::unique_ptr<SafetensorsReader>> readers_;
-  std::map<std::string, const SafetensorsReader*> where_;
+  const SafetensorsReader& shard(size_t i) const;  // opens it on first use
+  size_t shard_index(const std::string& name) const;
+
+  std::string path_, index_path_;                  // index_path_ empty for a single file
+  std::vector<std::string> shard_paths_;
+  std::map<std::string, size_t> where_;            // tensor -> shard
+  std::vector<std::vector<const std::string*>> listed_;  // per shard: the index's names (keys of where_)
+  std::unique_ptr<ShardSlots> slots_;              // the opened readers
 };
 
 // All tensors of a checkpoint (any of the forms SafetensorsCheckpoint accepts).

@@ -19,6 +19,8 @@
 #include <limits>
 #include <sstream>
 #include <type_traits>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +37,7 @@
 #include "titan/core/thread_pool.h"
 #include "titan/infer/engine.h"
 #include "titan/infer/model_loader.h"
+#include "titan/infer/request_jsonl.h"
 #include "titan/train/trainer.h"
 
 namespace {
@@ -126,67 +129,6 @@ infer::SamplingParams params_from_args(const GenerateArgs& a, const infer::Loade
   return p;
 }
 
-// The integer in field `key` of one input line, range-checked against T. A JSON float
-// (1.5, 1e20) or a value outside T's range (-1 for an unsigned seed) is refused with
-// "<file>:<line>: field \"<key>\" must be an integer in [lo, hi], got <value>"
-// instead of being truncated or wrapped.
-template <class T>
-T json_integer(const nlohmann::json& v, const std::string& where, std::string_view key) {
-  const auto lo = std::numeric_limits<T>::min();
-  const auto hi = std::numeric_limits<T>::max();
-  bool ok = false;
-  if (v.is_number_unsigned()) {
-    ok = v.get<uint64_t>() <= static_cast<uint64_t>(hi);
-  } else if (v.is_number_integer()) {
-    const int64_t x = v.get<int64_t>();
-    ok = x >= 0 ? static_cast<uint64_t>(x) <= static_cast<uint64_t>(hi) : (std::is_signed_v<T> && x >= static_cast<int64_t>(lo));
-  }
-  if (!ok) fail("{}: field \"{}\" must be an integer in [{}, {}], got {}", where, key, lo, hi, v.dump().substr(0, 40));
-  return v.get<T>();
-}
-
-// A finite number in field `key` (NaN and infinities cannot be written in JSON; this
-// refuses strings, booleans and the like with the line and field).
-double json_number(const nlohmann::json& v, const std::string& where, std::string_view key) {
-  if (!v.is_number()) fail("{}: field \"{}\" must be a number, got {}", where, key, v.dump().substr(0, 40));
-  return v.get<double>();
-}
-
-// Sampling fields of one input line over the command-line defaults.
-infer::SamplingParams params_from_json(const nlohmann::json& j, infer::SamplingParams p, const std::string& where) {
-  if (j.contains("n")) p.n = json_integer<int>(j.at("n"), where, "n");
-  if (j.contains("max_tokens")) p.max_tokens = json_integer<int64_t>(j.at("max_tokens"), where, "max_tokens");
-  if (j.contains("temperature")) p.temperature = json_number(j.at("temperature"), where, "temperature");
-  if (j.contains("top_p")) p.top_p = json_number(j.at("top_p"), where, "top_p");
-  if (j.contains("top_k")) p.top_k = json_integer<int>(j.at("top_k"), where, "top_k");
-  if (j.contains("min_p")) p.min_p = json_number(j.at("min_p"), where, "min_p");
-  if (j.contains("seed")) p.seed = json_integer<uint64_t>(j.at("seed"), where, "seed");
-  if (j.contains("logprobs")) p.logprobs = json_integer<int>(j.at("logprobs"), where, "logprobs");
-  if (j.contains("ignore_eos")) {
-    TITAN_CHECK(j.at("ignore_eos").is_boolean(), "{}: field \"ignore_eos\" must be true or false", where);
-    p.ignore_eos = j.at("ignore_eos").get<bool>();
-  }
-  if (j.contains("stop")) {
-    const auto& s = j.at("stop");
-    if (s.is_string()) {
-      p.stop = {s.get<std::string>()};
-    } else {
-      TITAN_CHECK(s.is_array(), "{}: field \"stop\" must be a string or a list of strings", where);
-      p.stop.clear();
-      for (const auto& x : s) {
-        TITAN_CHECK(x.is_string(), "{}: field \"stop\" must be a string or a list of strings", where);
-        p.stop.push_back(x.get<std::string>());
-      }
-    }
-  }
-  if (j.contains("stop_token_ids")) {
-    const auto& ids = j.at("stop_token_ids");
-    TITAN_CHECK(ids.is_array(), "{}: field \"stop_token_ids\" must be a list of integers", where);
-    for (const auto& x : ids) p.stop_token_ids.push_back(json_integer<int32_t>(x, where, "stop_token_ids"));
-  }
-  return p;
-}
-
 std::vector<int32_t> encode_prompt(const infer::LoadedModel& m, const std::string& text) {
   std::vector<int32_t> ids;
   if (m.bos_id >= 0) ids.push_back(m.bos_id);
@@ -268,37 +210,18 @@ int run_jsonl(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine&
   } catch (const Error& e) {
     fail("generate: --input: {}", e.what());
   }
-  std::istringstream in(text);
-  const infer::SamplingParams defaults = params_from_args(a, m);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<infer::SamplingParams> params;
   std::vector<nlohmann::json> prompt_text;
-  std::string line;
-  for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = fmt::format("{}:{}", a.input, lineno);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: invalid JSON: {}", where, e.what());
-    }
-    TITAN_CHECK(j.is_object(), "{}: expected a JSON object, got {}", where, j.type_name());
-    if (j.contains("prompt")) {
-      TITAN_CHECK(j["prompt"].is_string(), "{}: \"prompt\" must be a string", where);
-      prompts.push_back(encode_prompt(m, j["prompt"].get<std::string>()));
-      prompt_text.push_back(j["prompt"]);
-    } else if (j.contains("prompt_token_ids")) {
-      const nlohmann::json& ids = j["prompt_token_ids"];
-      TITAN_CHECK(ids.is_array(), "{}: field \"prompt_token_ids\" must be a list of integers", where);
-      std::vector<int32_t> v;
-      for (const auto& x : ids) v.push_back(json_integer<int32_t>(x, where, "prompt_token_ids"));
-      prompts.push_back(std::move(v));
-      prompt_text.push_back(nullptr);
+  for (infer::JsonlRequest& r : infer::parse_request_jsonl(text, params_from_args(a, m), a.input)) {
+    if (r.prompt) {
+      prompts.push_back(encode_prompt(m, *r.prompt));
+      prompt_text.emplace_back(*r.prompt);
     } else {
-      fail("{}: expected a \"prompt\" (string) or \"prompt_token_ids\" (list) field", where);
+      prompts.push_back(std::move(r.prompt_token_ids));
+      prompt_text.emplace_back(nullptr);
     }
-    params.push_back(params_from_json(j, defaults, where));
+    params.push_back(std::move(r.params));
   }
   TITAN_CHECK(!prompts.empty(), "generate: --input {} holds no requests (expected one JSON object per line)",
               a.input);
@@ -386,6 +309,11 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
     a->has_prompt = prompt->count() > 0;
     TITAN_CHECK(a->has_prompt != !a->input.empty(), "generate: give either --prompt TEXT or --input FILE");
     TITAN_CHECK(a->threads >= 0, "generate: --threads={} must be >= 0 (0 = TITAN_NUM_THREADS or all cores)", a->threads);
+    {
+      // The command-line sampling values, checked before the model loads.
+      const infer::LoadedModel none;
+      params_from_args(*a, none).validate();
+    }
     if (a->threads > 0) set_num_threads(a->threads);
     infer::LoadedModel m = load_model(*a);
     if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/config/limits.h"
 #include "titan/core/error.h"
 
 namespace titan::config {
@@ -22,6 +23,11 @@ void in_unit(double v, const char* key, bool closed_right) {
               closed_right ? "]" : ")");
 }
 
+template <class T>
+void at_most(T v, int64_t limit, const char* key) {
+  TITAN_CHECK(static_cast<int64_t>(v) <= limit, "{}={} exceeds the limit of {}", key, v, limit);
+}
+
 void validate_model(const ModelConfig& m) {
   positive(m.dim, "model.dim");
   positive(m.n_layers, "model.n_layers");
@@ -30,6 +36,13 @@ void validate_model(const ModelConfig& m) {
   non_negative(m.head_dim, "model.head_dim");
   non_negative(m.vocab_size, "model.vocab_size");
   positive(m.ffn_hidden_dim, "model.ffn_hidden_dim");
+  at_most(m.dim, kMaxHiddenSize, "model.dim");
+  at_most(m.n_layers, kMaxLayers, "model.n_layers");
+  at_most(m.n_heads, kMaxHeads, "model.n_heads");
+  at_most(m.n_kv_heads, kMaxHeads, "model.n_kv_heads");
+  at_most(m.head_dim, kMaxHeadDim, "model.head_dim");
+  at_most(m.vocab_size, kMaxVocabSize, "model.vocab_size");
+  at_most(m.ffn_hidden_dim, kMaxIntermediateSize, "model.ffn_hidden_dim");
   TITAN_CHECK(m.rope_theta > 0.0, "model.rope_theta={} must be > 0", m.rope_theta);
   TITAN_CHECK(m.norm_eps > 0.0, "model.norm_eps={} must be > 0", m.norm_eps);
   if (m.head_dim == 0)

@@ -16,6 +16,7 @@
 #include "titan/config/field_text.h"
 #include "titan/core/error.h"
 #include "titan/core/fs.h"
+#include "titan/core/json_read.h"
 
 namespace titan::config {
 
@@ -174,14 +175,94 @@ struct TomlApplier {
   }
 };
 
+// toml++ 3.3.0 (Debian 12's libtomlplusplus3) reaches __builtin_unreachable() in
+// impl::is_non_ascii_horizontal_whitespace for most code points in U+00A1..U+049A
+// (the Cyrillic 'Г' of `nГ = 1`, say): undefined behaviour, fixed upstream in 3.4.0.
+// It is asked about a non-ASCII character wherever whitespace may stand: outside
+// strings and comments, and after a line-ending backslash in a """ string. TOML 1.0
+// allows non-ASCII characters only inside strings and comments, so the first place
+// is a syntax error anyway; the second is valid TOML that titan refuses as well.
+// Returns the 1-based line and column of the first such character, or {0, 0}.
+std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view t) {
+  enum State { normal, comment, basic, literal, ml_basic, ml_literal } st = normal;
+  size_t line = 1, line_start = 0;
+  bool after_line_backslash = false;  // inside ml_basic, skipping whitespace after "\<newline>"
+  auto run = [&](size_t i, char q) {  // length of a run of quote q at i (up to 5)
+    size_t k = 0;
+    while (i + k < t.size() && t[i + k] == q && k < 5) ++k;
+    return k;
+  };
+  for (size_t i = 0; i < t.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(t[i]);
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+      if (st == comment || st == basic || st == literal) st = normal;
+      continue;
+    }
+    if (c >= 0x80 && (st == normal || (st == ml_basic && after_line_backslash))) return {line, i - line_start + 1};
+    switch (st) {
+      case normal:
+        if (c == '#') st = comment;
+        else if (c == '"') {
+          const size_t k = run(i, '"');
+          st = k >= 3 ? ml_basic : basic;
+          i += (k >= 3 ? 3 : 1) - 1;
+          if (k == 2) st = normal, ++i;  // "" is an empty string
+        } else if (c == '\'') {
+          const size_t k = run(i, '\'');
+          st = k >= 3 ? ml_literal : literal;
+          i += (k >= 3 ? 3 : 1) - 1;
+          if (k == 2) st = normal, ++i;
+        }
+        break;
+      case comment: break;
+      case basic:
+        if (c == '\\') ++i;
+        else if (c == '"') st = normal;
+        break;
+      case literal:
+        if (c == '\'') st = normal;
+        break;
+      case ml_basic:
+        if (after_line_backslash) {
+          if (c != ' ' && c != '\t' && c != '\r') after_line_backslash = false;
+          else break;
+        }
+        if (c == '\\') {
+          size_t j = i + 1;
+          while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r')) ++j;
+          if (j < t.size() && t[j] == '\n') after_line_backslash = true;
+          else ++i;  // an escape: skip the escaped character
+        } else if (c == '"' && run(i, '"') >= 3) {
+          i += run(i, '"') - 1;  // the closing quotes end the run (""""" = two quotes + close)
+          st = normal;
+        }
+        break;
+      case ml_literal:
+        if (c == '\'' && run(i, '\'') >= 3) {
+          i += run(i, '\'') - 1;
+          st = normal;
+        }
+        break;
+    }
+  }
+  return {0, 0};
+}
+
 }  // namespace
 
 void apply_toml_text(const FieldTable& table, std::string_view text, const std::string& source) {
+  if (auto [line, col] = non_ascii_where_toml_wants_whitespace(text); line != 0)
+    fail("{}:{}:{}: TOML syntax error: a non-ASCII character where whitespace or a key may stand (allowed only "
+         "inside strings and comments, and not after a line-ending backslash)", source,
+         line, col);
   toml::table doc;
   try {
     doc = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    fail("{}:{}:{}: TOML syntax error: {}", source, e.source().begin.line, e.source().begin.column, e.description());
+    fail("{}:{}:{}: TOML syntax error: {}", source, e.source().begin.line, e.source().begin.column,
+         excerpt(e.description(), 120));
   }
   TomlApplier{table, source}.apply(doc, "");
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/core/json_read.h"
 #include "titan/data/tokenizer_json.h"
 #include "titan/data/utf8.h"
 
@@ -33,12 +34,7 @@ json parse_json_file(const std::string& path) {
   TITAN_CHECK(f.good(), "tokenizer: cannot open '{}'", path);
   std::ostringstream ss;
   ss << f.rdbuf();
-  const std::string text = ss.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail("{}: bad JSON: {}", path, e.what());
-  }
+  return parse_json(ss.str(), path + ": bad JSON");
 }
 
 const json& need(const json& obj, const char* key, const std::string& path, const std::string& ctx) {
@@ -54,7 +50,7 @@ bool get_bool(const json& obj, const char* key, bool def, const std::string& pat
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return def;
   TITAN_CHECK(it->is_boolean(), "{}: field '{}.{}' must be true or false, got {}", path, ctx, key,
-              it->dump());
+              json_excerpt(*it));
   return it->get<bool>();
 }
 
@@ -131,7 +127,7 @@ void BpeTokenizer::parse(const TokenizerJson& tj, const std::string& path) {
       const json& id = need(a, "id", path, ctx);
       const json& content = need(a, "content", path, ctx);
       TITAN_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (1 << 30),
-                  "{}: field '{}.id' must be an integer in [0, 2^30), got {}", path, ctx, id.dump());
+                  "{}: field '{}.id' must be an integer in [0, 2^30), got {}", path, ctx, json_excerpt(id));
       TITAN_CHECK(content.is_string() && !content.get<std::string>().empty(),
                   "{}: field '{}.content' must be a non-empty string", path, ctx);
       TITAN_CHECK(!get_bool(a, "single_word", false, path, ctx),
@@ -196,7 +192,7 @@ void BpeTokenizer::parse(const TokenizerJson& tj, const std::string& path) {
 void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const std::string& path) {
   if (auto it = model.find("type"); it != model.end()) {
     TITAN_CHECK(it->is_string() && *it == "BPE", "{}: field 'model.type' = {} is not supported (need \"BPE\")",
-                path, it->dump());
+                path, json_excerpt(*it));
   }
   // vocab and merges were streamed into tj when they had the right JSON type;
   // otherwise they are in the DOM (or missing) and these checks name the problem.
@@ -212,18 +208,18 @@ void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = model.find(key);
     TITAN_CHECK(it == model.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()),
-                "{}: field 'model.{}' = {} is not supported", path, key, it->dump());
+                "{}: field 'model.{}' = {} is not supported", path, key, json_excerpt(*it));
   }
   if (auto it = model.find("dropout"); it != model.end() && !it->is_null()) {
     TITAN_CHECK(it->is_number() && it->get<double>() == 0.0,
-                "{}: field 'model.dropout' = {} is not supported (only null or 0)", path, it->dump());
+                "{}: field 'model.dropout' = {} is not supported (only null or 0)", path, json_excerpt(*it));
   }
   ignore_merges_ = get_bool(model, "ignore_merges", false, path, "model");
 
   int64_t max_id = -1;
   for (const auto& [token, id] : tj.vocab) {
     TITAN_CHECK(id >= 0 && id < (1 << 30), "{}: field 'model.vocab' entry {} has id {} (must be in [0, 2^30))",
-                path, json(token).dump(), id);
+                path, json_excerpt(json(token)), id);
     max_id = std::max(max_id, id);
   }
   id_bytes_.assign(max_id + 1, std::string());
@@ -233,7 +229,7 @@ void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const
   for (const auto& [token, id] : tj.vocab) {
     TITAN_CHECK(byte_level_to_bytes(token, bytes),
                 "{}: field 'model.vocab' token {} has a character outside the byte-level alphabet", path,
-                json(token).dump());
+                json_excerpt(json(token)));
     TITAN_CHECK(id_kind_[id] == 0, "{}: field 'model.vocab' has id {} twice", path, id);
     id_bytes_[id] = bytes;
     id_kind_[id] = 1;
@@ -262,17 +258,17 @@ void BpeTokenizer::parse_model(const json& model, const TokenizerJson& tj, const
     auto lookup = [&](const std::string& spelling, std::string& raw) -> int32_t {
       TITAN_CHECK(byte_level_to_bytes(spelling, raw),
                   "{}: field 'model.merges[{}]' token {} has a character outside the byte-level alphabet",
-                  path, r, json(spelling).dump());
+                  path, r, json_excerpt(json(spelling)));
       const int32_t id = find_bytes(raw);
       TITAN_CHECK(id >= 0, "{}: field 'model.merges[{}]' token {} is not in model.vocab", path, r,
-                  json(spelling).dump());
+                  json_excerpt(json(spelling)));
       return id;
     };
     const int32_t ia = lookup(a, ba), ib = lookup(b, bb);
     ba += bb;
     const int32_t merged = find_bytes(ba);
     TITAN_CHECK(merged >= 0, "{}: field 'model.merges[{}]' result {} is not in model.vocab", path, r,
-                json(a + b).dump());
+                json_excerpt(json(a + b)));
     merges_.add(ia, ib, static_cast<uint32_t>(r), merged);
   }
 }
@@ -317,7 +313,7 @@ void BpeTokenizer::parse_pre_tokenizer(const json& p, const std::string& path, c
     const json& pattern = need(p, "pattern", path, field);
     const json& behavior = need(p, "behavior", path, field);
     TITAN_CHECK(behavior == "Isolated", "{}: field '{}.behavior' = {} is not supported (only \"Isolated\")",
-                path, field, behavior.dump());
+                path, field, json_excerpt(behavior));
     TITAN_CHECK(!get_bool(p, "invert", false, path, field), "{}: field '{}.invert' = true is not supported",
                 path, field);
     if (pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()) {

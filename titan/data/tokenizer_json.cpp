@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "titan/core/error.h"
+#include "titan/core/json_read.h"
 
 namespace titan::data {
 
@@ -31,7 +32,7 @@ class Sax final : public nlohmann::json_sax<json> {
         const size_t sp = v.find(' ');
         if (sp == std::string::npos || v.find(' ', sp + 1) != std::string::npos) {
           bad(fmt::format("field 'model.merges[{}]' = {} must be \"a b\" (one space)", merges_index_,
-                          json(v).dump()));
+                          json_excerpt(json(v))));
         } else {
           out_.merges.emplace_back(v.substr(0, sp), v.substr(sp + 1));
         }
@@ -47,6 +48,7 @@ class Sax final : public nlohmann::json_sax<json> {
   }
 
   bool start_object(std::size_t) override {
+    nest();
     if (mode_ != kDom) {
       ++depth_;
       if (mode_ == kVocab) bad_vocab();
@@ -62,6 +64,7 @@ class Sax final : public nlohmann::json_sax<json> {
     return container(json::object());
   }
   bool end_object() override {
+    --nesting_;
     if (mode_ != kDom) {
       if (--depth_ == 0) mode_ = kDom;
       return true;
@@ -70,6 +73,7 @@ class Sax final : public nlohmann::json_sax<json> {
     return true;
   }
   bool start_array(std::size_t) override {
+    nest();
     if (mode_ != kDom) {
       ++depth_;
       if (mode_ == kVocab) bad_vocab();
@@ -86,6 +90,7 @@ class Sax final : public nlohmann::json_sax<json> {
     return container(json::array());
   }
   bool end_array() override {
+    --nesting_;
     if (mode_ != kDom) {
       if (mode_ == kMerges && depth_ == 2) {
         if (pair_.size() == 2)
@@ -118,6 +123,11 @@ class Sax final : public nlohmann::json_sax<json> {
 
  private:
   enum Mode { kDom, kVocab, kMerges };
+
+  // The DOM is copied and dumped later, which recurses once per level: bound it.
+  void nest() {
+    if (++nesting_ > kJsonMaxDepth) fail("JSON nested deeper than {} levels", kJsonMaxDepth);
+  }
 
   bool value(json&& v) {
     if (mode_ == kVocab) {
@@ -168,7 +178,7 @@ class Sax final : public nlohmann::json_sax<json> {
     if (out_.error.empty()) out_.error = std::move(msg);
   }
   void bad_vocab() {
-    bad(fmt::format("field 'model.vocab' entry {} must map to an integer id", json(vocab_key_).dump()));
+    bad(fmt::format("field 'model.vocab' entry {} must map to an integer id", json_excerpt(json(vocab_key_))));
   }
   void bad_merge() {
     bad(fmt::format("field 'model.merges[{}]' must be a pair [a, b] of strings or a string \"a b\"",
@@ -181,7 +191,7 @@ class Sax final : public nlohmann::json_sax<json> {
   std::string key_, vocab_key_;
   Mode mode_ = kDom;
   int depth_ = 0;
-  size_t merges_index_ = 0;
+  size_t merges_index_ = 0, nesting_ = 0;
   std::vector<std::string> pair_;
   std::string parse_error_;
 };
@@ -197,8 +207,14 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   const std::string text = ss.str();
   TokenizerJson out;
   Sax sax(out);
-  const bool ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
-  if (!ok) fail("{}: bad JSON: {}", path, sax.parse_error_message());
+  bool ok = false;
+  try {
+    ok = json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true);
+  } catch (const Error& e) {
+    fail("{}: bad JSON: {}", path, e.what());
+  }
+  // nlohmann's message ends with the last token read, which can be the whole file.
+  if (!ok) fail("{}: bad JSON: {}", path, excerpt(sax.parse_error_message(), 200));
   if (!out.error.empty()) fail("{}: {}", path, out.error);
   return out;
 }

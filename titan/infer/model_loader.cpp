@@ -8,6 +8,7 @@
 
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
+#include "titan/checkpoint/hf_weights.h"
 #include "titan/checkpoint/llama2c.h"
 #include "titan/checkpoint/sharded.h"
 #include "titan/core/error.h"
@@ -45,9 +46,11 @@ LoadedModel load_hf_model(const std::string& dir) {
   TITAN_CHECK(fs::is_directory(dir), "load_hf_model: '{}' is not a directory", dir);
   const HFConfig hf = load_hf_config(dir);
   models::TransformerConfig cfg = models::config_from_hf(hf);
+  const SafetensorsCheckpoint weights(dir);
+  check_hf_weights_match_config(hf, weights, dir);  // before the model allocates
   out.model = std::make_unique<models::Decoder>(cfg);
   {
-    TensorMap w = load_safetensors_checkpoint(dir);
+    TensorMap w = weights.load_all();
     autograd::NoGradGuard ng;
     models::load_hf_state_dict(*out.model, w, dir);
   }

@@ -7,7 +7,7 @@
 namespace titan::infer {
 
 void SamplingParams::validate() const {
-  TITAN_CHECK(n >= 1, "SamplingParams.n must be >= 1, got {}", n);
+  TITAN_CHECK(n >= 1 && n <= kMaxSamples, "SamplingParams.n must be in [1, {}], got {}", kMaxSamples, n);
   TITAN_CHECK(std::isfinite(temperature) && temperature >= 0,
               "SamplingParams.temperature must be finite and >= 0, got {}", temperature);
   TITAN_CHECK(std::isfinite(top_p) && top_p > 0 && top_p <= 1,

@@ -9,8 +9,12 @@
 
 namespace titan::infer {
 
+// Most samples of one request: each sample is a sequence with its own state in the
+// engine, and n beyond this would exhaust host memory before the first step.
+inline constexpr int kMaxSamples = 4096;
+
 struct SamplingParams {
-  int n = 1;                     // independent samples of the prompt (share its KV blocks)
+  int n = 1;                     // independent samples of the prompt, in [1, kMaxSamples] (share its KV blocks)
   double temperature = 1.0;      // 0 = greedy (argmax, ties to the lower id)
   double top_p = 1.0;            // nucleus mass in (0, 1]; 1 = off
   int top_k = 0;                 // keep the k most likely tokens; 0 (or -1) = off

@@ -11,6 +11,7 @@
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
 #include "titan/distributed/parallel_dims.h"
+#include "titan/checkpoint/hf_weights.h"
 #include "titan/checkpoint/sharded.h"
 #include "titan/config/resolve.h"
 #include "titan/core/error.h"
@@ -53,13 +54,16 @@ std::unique_ptr<models::Decoder> initial_policy(const config::JobConfig& job, in
   const std::string dir = config::resolve_data_path(from);
   TITAN_CHECK(fs::is_directory(dir), "rl.init_from='{}': '{}' is not a directory (run the SFT recipe first?)", from,
               dir);
-  models::TransformerConfig cfg = models::config_from_hf(load_hf_config(dir + "/config.json"));
+  const HFConfig hf = load_hf_config(dir + "/config.json");
+  models::TransformerConfig cfg = models::config_from_hf(hf);
+  const SafetensorsCheckpoint weights(dir);
+  check_hf_weights_match_config(hf, weights, dir + "/config.json");  // before the model allocates
   TITAN_CHECK(cfg.vocab_size >= tok_vocab, "rl.init_from='{}': vocab_size {} is smaller than the tokenizer's {}",
               from, cfg.vocab_size, tok_vocab);
   auto m = std::make_unique<models::Decoder>(cfg);
   {
     autograd::NoGradGuard ng;
-    models::load_hf_state_dict(*m, load_safetensors_checkpoint(dir), dir);
+    models::load_hf_state_dict(*m, weights.load_all(), dir);
   }
   desc = dir;
   return m;

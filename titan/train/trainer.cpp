@@ -1,5 +1,7 @@
 #include "titan/train/trainer.h"
 
+#include <unistd.h>
+
 #include <fmt/core.h>
 
 #include <atomic>
@@ -102,6 +104,17 @@ models::TransformerConfig model_config_from_job(const config::JobConfig& job, in
               "training.seq_len={} is longer than the model's context ({} positions)", job.training.seq_len,
               c.max_position_embeddings);
   c.validate();
+  // The model's f32 weights alone (a lower bound of what building it allocates)
+  // must fit in this host's memory; computed in double so that no size overflows.
+  const double D = c.hidden_size, L = c.num_hidden_layers, Dh = c.head_dim;
+  const double params = c.vocab_size * D * (c.tie_word_embeddings ? 1 : 2) +
+                        L * (2 * D * c.num_attention_heads * Dh + 2 * D * c.num_key_value_heads * Dh +
+                             3 * D * c.intermediate_size);
+  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  TITAN_CHECK(ram <= 0 || 4 * params <= ram,
+              "model: {} layers x hidden size {} make {:.3g} parameters, {:.1f} GiB of f32 weights alone, more "
+              "than this host's {:.1f} GiB of memory",
+              c.num_hidden_layers, c.hidden_size, params, 4 * params / (1 << 30), ram / (1 << 30));
   return c;
 }
 
