@@ -321,7 +321,7 @@ def bad_input():
 
 def stop_in_token():
     """A stop string ending inside a token: the text is cut at the stop string (BPE model)."""
-    kw = dict(model=MODEL, prompt="The weather today", max_tokens=40, temperature=0, logprobs=0,
+    kw = dict(model=MODEL, prompt="The weather today", max_tokens=40, temperature=1.0, seed=1, logprobs=0,
               extra_body={"ignore_eos": True})
     full = client.completions.create(**kw).choices[0]
     text, toks, offs = full.text, full.logprobs.tokens, full.logprobs.text_offset
