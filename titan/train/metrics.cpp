@@ -21,6 +21,7 @@ void MetricsLogger::log(const nlohmann::json& row) {
   std::string s = row.dump() + "\n";
   std::fwrite(s.data(), 1, s.size(), f_);
   std::fflush(f_);
+  if (tb_) tb_->add_scalars(row);
 }
 
 void trim_metrics(const std::string& path, int64_t last_step) {

@@ -3,8 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "titan/train/tensorboard.h"
 
 namespace titan::train {
 
@@ -14,12 +17,18 @@ class MetricsLogger {
   // if the file cannot be opened.
   MetricsLogger(const std::string& path, bool append);
   ~MetricsLogger();
+  // Writes row to metrics.jsonl and, once enable_tensorboard() was called, to the
+  // TensorBoard event file.
   void log(const nlohmann::json& row);
   const std::string& path() const { return path_; }
+  // Also writes each row as TensorBoard scalars to a new event file in dir
+  // (metrics.enable_tensorboard). Throws titan::Error naming dir if it cannot be made.
+  void enable_tensorboard(const std::string& dir) { tb_ = std::make_unique<TensorBoardWriter>(dir); }
 
  private:
   std::string path_;
   std::FILE* f_ = nullptr;
+  std::unique_ptr<TensorBoardWriter> tb_;
 };
 
 // Keeps only the lines of a metrics.jsonl whose "step" is <= last_step (and drops

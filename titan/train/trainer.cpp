@@ -318,6 +318,7 @@ TrainResult Trainer::train() {
   const bool resumed = try_resume();
   res.steps_done = start_step_;
   MetricsLogger metrics(dump_ + "/metrics.jsonl", resumed);
+  if (job_.metrics.enable_tensorboard) metrics.enable_tensorboard(dump_ + "/" + job_.metrics.save_tb_folder);
   SignalGuard signals;
   const double flops_per_token = model_->config().train_flops_per_token(job_.training.seq_len);
   const double peak_flops = mfu_peak_flops(job_.metrics.peak_flops);
