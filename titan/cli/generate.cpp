@@ -32,6 +32,7 @@
 namespace {
 
 using namespace titan;
+
 struct GenerateArgs {
   cli::ModelSource source;
   std::string prompt, input, output;
