@@ -82,6 +82,15 @@ struct ServerProcess {
   int port = 0;
   fs::path log;
 
+  ServerProcess() = default;
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+  // A test that fails or throws half-way must not leave the server running (it holds
+  // CTest's output pipe).
+  ~ServerProcess() {
+    if (pid > 0) stop(10);
+  }
+
   void start(const fs::path& model, const std::vector<std::string>& extra) {
     const fs::path port_file = model / "port";
     log = model / "server.log";
