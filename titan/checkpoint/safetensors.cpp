@@ -9,6 +9,7 @@
 
 #include "titan/core/fs.h"
 #include "titan/core/json_read.h"
+#include "titan/core/progress.h"
 
 namespace titan {
 
@@ -217,7 +218,13 @@ Tensor SafetensorsReader::load(const std::string& name, LoadMode mode) const {
 
 TensorMap SafetensorsReader::load_all(LoadMode mode) const {
   TensorMap out;
-  for (const auto& [k, e] : entries_) out.emplace(k, load(k, mode));
+  int64_t total = 0;
+  for (const auto& [k, e] : entries_) total += static_cast<int64_t>(e.end - e.begin);
+  Progress progress("reading " + path_, total);
+  for (const auto& [k, e] : entries_) {
+    out.emplace(k, load(k, mode));
+    progress.add(static_cast<int64_t>(e.end - e.begin));
+  }
   return out;
 }
 

@@ -26,12 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "titan/autograd/node.h"
-#include "titan/checkpoint/safetensors.h"
-#include "titan/checkpoint/train_checkpoint.h"
 #include "titan/cli/command.h"
-#include "titan/config/resolve.h"
-#include "titan/config/toml_io.h"
+#include "titan/cli/model_source.h"
 #include "titan/core/error.h"
 #include "titan/core/fs.h"
 #include "titan/core/thread_pool.h"
@@ -43,10 +39,9 @@
 namespace {
 
 using namespace titan;
-namespace fs = std::filesystem;
 
 struct GenerateArgs {
-  std::string checkpoint, hf, llama2c, tokenizer;
+  cli::ModelSource source;
   std::string prompt, input, output;
   bool has_prompt = false;
   int64_t max_tokens = 256;
@@ -60,58 +55,6 @@ struct GenerateArgs {
   int kv_block_size = kernels::cpu::kKvBlockSize;
   int threads = 0;
 };
-
-// A `titan train` checkpoint: <dump>/<checkpoint.folder>/step-N/model.safetensors (titan
-// names), the run's config.toml in <dump>. dir is a step-N folder or the folder of them
-// (the newest valid one is taken).
-infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
-  std::string dir = dir_in;
-  if (!file_exists(dir + "/model.safetensors")) {
-    auto latest = CheckpointManager::latest(dir);
-    TITAN_CHECK(latest.has_value(), "--checkpoint {}: neither a step-N checkpoint nor a folder holding one", dir);
-    dir = *latest;
-  }
-  TITAN_CHECK(CheckpointManager::is_valid(dir), "--checkpoint {}: incomplete checkpoint (no valid MANIFEST.json)",
-              dir);
-  const fs::path dump = fs::absolute(fs::path(dir)).lexically_normal().parent_path().parent_path();
-  const std::string toml = (dump / "config.toml").string();
-  TITAN_CHECK(file_exists(toml), "--checkpoint {}: the run's config.toml is not at {}", dir, toml);
-  config::JobConfig job;
-  config::apply_toml_file(job, toml);
-  infer::LoadedModel out;
-  const std::string tp = job.model.tokenizer_path.empty()                         ? std::string("byte")
-                         : data::is_builtin_tokenizer(job.model.tokenizer_path) ? job.model.tokenizer_path
-                                                                                : config::resolve_data_path(job.model.tokenizer_path);
-  out.tokenizer = data::load_tokenizer(tp);
-  out.model = std::make_unique<models::Decoder>(train::model_config_from_job(job, out.tokenizer->vocab_size()));
-  TensorMap w = load_safetensors(dir + "/model.safetensors");
-  {
-    autograd::NoGradGuard ng;
-    for (auto& [name, p] : out.model->named_parameters()) {
-      auto it = w.find(name);
-      TITAN_CHECK(it != w.end(), "--checkpoint {}: model tensor '{}' missing", dir, name);
-      TITAN_CHECK(it->second.shape() == p.shape(), "--checkpoint {}: '{}' has shape {}, the model expects {}", dir,
-                  name, shape_str(it->second.shape()), shape_str(p.shape()));
-      Tensor dst = p;
-      dst.copy_(it->second);
-    }
-  }
-  if (out.tokenizer->eos_id() >= 0) out.eos_token_ids.push_back(out.tokenizer->eos_id());
-  out.description = fmt::format("titan checkpoint {} ({} {} params, config {})", dir, job.model.name,
-                                out.model->num_parameters(), toml);
-  return out;
-}
-
-infer::LoadedModel load_model(const GenerateArgs& a) {
-  const int given = !a.checkpoint.empty() + !a.hf.empty() + !a.llama2c.empty();
-  TITAN_CHECK(given == 1, "generate: give exactly one of --checkpoint, --hf, --llama2c (got {})", given);
-  if (!a.llama2c.empty()) {
-    TITAN_CHECK(!a.tokenizer.empty(), "generate: --llama2c needs --tokenizer (e.g. tok512.model)");
-    return infer::load_llama2c_model(a.llama2c, a.tokenizer);
-  }
-  if (!a.hf.empty()) return infer::load_hf_model(a.hf);
-  return load_train_checkpoint(a.checkpoint);
-}
 
 infer::SamplingParams params_from_args(const GenerateArgs& a, const infer::LoadedModel& m) {
   infer::SamplingParams p;
@@ -272,10 +215,7 @@ int run_jsonl(const GenerateArgs& a, const infer::LoadedModel& m, infer::Engine&
 
 void setup_generate(CLI::App& app, std::function<int()>& run) {
   auto a = std::make_shared<GenerateArgs>();
-  app.add_option("--checkpoint", a->checkpoint, "titan train checkpoint: a step-N folder or the folder of them");
-  app.add_option("--hf", a->hf, "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
-  app.add_option("--llama2c", a->llama2c, "llama2.c legacy model.bin (needs --tokenizer)");
-  app.add_option("--tokenizer", a->tokenizer, "tokenizer for --llama2c (SentencePiece .model)");
+  cli::add_model_source_options(app, a->source);
   auto* prompt = app.add_option("--prompt", a->prompt, "prompt text (may be empty); the completion is streamed");
   app.add_option("--input", a->input, "JSONL of {\"prompt\": ..., optional sampling fields} (batch mode)");
   app.add_option("--output", a->output, "JSONL of completions, in input order (batch mode)");
@@ -315,7 +255,7 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
       params_from_args(*a, none).validate();
     }
     if (a->threads > 0) set_num_threads(a->threads);
-    infer::LoadedModel m = load_model(*a);
+    infer::LoadedModel m = cli::load_model_source(a->source, "generate");
     if (!a->quiet) fmt::print(stderr, "model: {}\n", m.description);
     if (!a->no_repack) infer::prepare_for_inference(*m.model);
     infer::EngineConfig ec;

@@ -128,6 +128,9 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
 #define TITAN_METRICS_FIELDS(X)                                                                \
   X(int64_t, log_freq, 10, "print a console line every this many steps")                       \
   X(bool, jsonl, true, "append one JSON object per step to <dump_folder>/metrics.jsonl")       \
+  X(bool, enable_tensorboard, false,                                                           \
+    "also write every metrics.jsonl key as a TensorBoard scalar to <dump_folder>/<save_tb_folder>") \
+  X(std::string, save_tb_folder, "tb", "TensorBoard event folder under dump_folder")           \
   X(double, peak_flops, 0.0,                                                                   \
     "peak FLOP/s of the whole job for MFU; 0 = auto: the measured fp32 peak per core for the " \
     "kernels' ISA x threads")

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "titan/core/error.h"
+#include "titan/core/progress.h"
 #include "titan/core/fs.h"
 #include "titan/core/thread_pool.h"
 #include "titan/data/tokenizer.h"
@@ -280,10 +281,13 @@ std::shared_ptr<const TokenDataset> load_token_dataset(const DatasetSpec& spec, 
   const SplitRange range = split_range(all, split, val_fraction, spec.path);
   const DocumentSet docs = split_documents(all, split, val_fraction, spec.path);
   std::vector<std::vector<int32_t>> ids(docs.size());
+  const int64_t text_bytes = static_cast<int64_t>(docs.bytes.size());
+  Progress progress(fmt::format("tokenising {} ({} split)", spec.path, to_string(split)), text_bytes);
   parallel_for(docs.size(), [&](int64_t b, int64_t e) {
     for (int64_t d = b; d < e; ++d) {
       if (bos >= 0) ids[d].push_back(bos);
       tok.encode_append(docs.doc(d), options.parse_special, ids[d]);
+      progress.add(static_cast<int64_t>(docs.doc(d).size()));
     }
   });
   auto ds = TokenCacheAccess::make();

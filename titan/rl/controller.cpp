@@ -371,6 +371,7 @@ RLResult RLController::run(const RLRunOptions& o) {
     truncate_jsonl_after(s.dump + "/rollouts.jsonl", s.start_step);
   }
   train::MetricsLogger metrics(s.dump + "/metrics.jsonl", resumed, s.job.metrics.jsonl);
+  if (s.job.metrics.enable_tensorboard) metrics.enable_tensorboard(s.dump + "/" + s.job.metrics.save_tb_folder);
   std::FILE* rollouts_log = std::fopen((s.dump + "/rollouts.jsonl").c_str(), resumed ? "a" : "w");
   TITAN_CHECK(rollouts_log != nullptr, "titan rl: cannot open {}/rollouts.jsonl for writing", s.dump);
   auto prev_int = std::signal(SIGINT, on_signal);

@@ -24,8 +24,8 @@ MetricsLogger::~MetricsLogger() {
 }
 
 void MetricsLogger::log(const nlohmann::json& row) {
-  if (fd_ < 0) return;
-  append_line_checked(fd_, row.dump() + "\n", path_, "metrics");
+  if (fd_ >= 0) append_line_checked(fd_, row.dump() + "\n", path_, "metrics");
+  if (tb_) tb_->add_scalars(row);
 }
 
 void append_line_checked(int fd, std::string_view line, const std::string& path, std::string_view what) {

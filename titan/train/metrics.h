@@ -3,9 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+
+#include "titan/train/tensorboard.h"
 
 namespace titan::train {
 
@@ -18,16 +21,21 @@ class MetricsLogger {
   ~MetricsLogger();
   MetricsLogger(const MetricsLogger&) = delete;
   MetricsLogger& operator=(const MetricsLogger&) = delete;
-  // Appends row as one line. Every write is checked: on failure (ENOSPC on a full
-  // disk, EIO, ...) the file is cut back to its last complete line and titan::Error
-  // "metrics: cannot write <path>: No space left on device" is thrown.
+  // Appends row as one line to metrics.jsonl and, once enable_tensorboard() was called,
+  // as scalars to the TensorBoard event file. Every write is checked: on failure
+  // (ENOSPC on a full disk, EIO, ...) the file is cut back to its last complete line
+  // and titan::Error "metrics: cannot write <path>: No space left on device" is thrown.
   void log(const nlohmann::json& row);
   const std::string& path() const { return path_; }
   bool enabled() const { return fd_ >= 0; }
+  // Also writes each row as TensorBoard scalars to a new event file in dir
+  // (metrics.enable_tensorboard). Throws titan::Error naming dir if it cannot be made.
+  void enable_tensorboard(const std::string& dir) { tb_ = std::make_unique<TensorBoardWriter>(dir); }
 
  private:
   std::string path_;
   int fd_ = -1;
+  std::unique_ptr<TensorBoardWriter> tb_;
 };
 
 // Appends `line` to the open file `fd` (O_APPEND), retrying short writes; on a failed

@@ -422,6 +422,8 @@ TrainResult Trainer::train() {
   // Rank 0 prints and writes metrics.jsonl; every logged value is the whole job's.
   std::unique_ptr<MetricsLogger> metrics_file;
   if (rank0_) metrics_file = std::make_unique<MetricsLogger>(dump_ + "/metrics.jsonl", resumed, job_.metrics.jsonl);
+  if (metrics_file && job_.metrics.enable_tensorboard)
+    metrics_file->enable_tensorboard(dump_ + "/" + job_.metrics.save_tb_folder);
   auto log_row = [&](const nlohmann::json& row) {
     if (metrics_file) metrics_file->log(row);
   };
