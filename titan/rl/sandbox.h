@@ -54,6 +54,10 @@ struct SandboxLimits {
   int max_open_files = 64;                  // RLIMIT_NOFILE
   int64_t output_bytes = int64_t{64} << 10; // per captured stream
   bool namespaces = true;                   // false: skip the namespaces (the fallback path)
+  int64_t tmp_bytes = int64_t{64} << 20;    // size of the private /tmp (holding the work dir) and of /dev/shm
+  // Host directories bound read-only into the private root besides the system
+  // ones (e.g. a virtual environment); absolute paths of directories.
+  std::vector<std::string> read_only_paths;
 };
 
 struct SandboxFile {
@@ -66,6 +70,7 @@ struct SandboxResult {
   int exit_code = -1;       // the program's exit status when it exited
   int signal = 0;           // the signal that killed it, 0 if none
   bool timed_out = false;   // killed at timeout_s
+  bool memory_exceeded = false;  // the sandbox as a whole went over memory_bytes (killed)
   std::string stdout_text, stderr_text, result_text;
   bool stdout_truncated = false, stderr_truncated = false, result_truncated = false;
   double wall_s = 0.0;
