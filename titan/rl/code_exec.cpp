@@ -197,12 +197,13 @@ CodeRunResult run_code_tests(const TaskSample& sample, const std::string& progra
   if (!sb.result_text.empty() && !sb.result_truncated) {
     try {
       report = json::parse(sb.result_text);
-      have_report = report.is_object() && report.contains("tests") && report["tests"].is_array();
+      have_report = report.is_object() && ((report.contains("tests") && report["tests"].is_array()) ||
+                                           (report.contains("grader_error") && report["grader_error"].is_string()));
     } catch (const json::exception&) {
       have_report = false;
     }
   }
-  if (have_report) {
+  if (have_report && report.contains("tests")) {
     for (const json& t : report["tests"]) {
       const bool ok = t.is_object() && t.value("ok", false);
       out.passed += ok ? 1 : 0;

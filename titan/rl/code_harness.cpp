@@ -395,8 +395,10 @@ def start_program():
         hello = _state.worker.hello
     except (ProgramError, ValueError, OSError) as e:
         return "the program did not start: " + _describe(e) if not isinstance(e, ProgramError) else str(e)
-    if "program_error" in hello:
-        return str(hello["program_error"])
+    if isinstance(hello.get("program_error"), str):
+        return hello["program_error"]
+    if not isinstance(hello.get("globals"), dict):
+        return "malformed reply from the program's process"
     try:
         names = {}
         for k, v in hello["globals"].items():

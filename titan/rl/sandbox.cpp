@@ -574,6 +574,20 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
       }
     }
   }
+  // Without a private /tmp (fallback as root): what the sandbox uid left in the
+  // shared temporary directories goes too.
+  if (root && !in_pidns) {
+    for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
+      std::error_code ec;
+      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        struct stat st {};
+        if (lstat(it->path().c_str(), &st) == 0 && st.st_uid == uid) {
+          std::error_code ec2;
+          fs::remove_all(it->path(), ec2);
+        }
+      }
+    }
+  }
   if (cgroup.oom_killed()) res.memory_exceeded = true;
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   int program_status = sup_status;
