@@ -534,7 +534,8 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
         {
           std::lock_guard<std::mutex> lock(g_supervisors_mu);
           // Not tracked yet but started after this supervisor, and no supervisor: ours.
-          ours = ours || (track && sup_start != 0 && p.start >= sup_start && !g_supervisors.count(p.pid));
+          ours = ours || (!g_supervisors.count(p.pid) &&
+                          ((root && p.uid == uid) || (track && sup_start != 0 && p.start >= sup_start)));
         }
         if (ours) adopted.push_back(p.pid);
       }

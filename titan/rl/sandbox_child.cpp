@@ -176,6 +176,11 @@ void setup_root(const ChildPlan& p) {
   for (int i = 0; i < 4; ++i)
     if (dup2(high[i], i) < 0) fail_to(p.stderr_fd, "dup2");
   close_from(4);
+  // Without a private root the program joins the sandbox's cgroups (the
+  // supervisor stays out, so that killing the cgroup leaves it to reap).
+  if (p.root_dir == nullptr)
+    for (const char* f : p.cgroup_procs)
+      if (!write_file(f, "0")) fail_to(kStderr, "joining the sandbox cgroup");
   if (chdir(p.workdir) != 0) fail_to(kStderr, "chdir");
   if (setrlimit(RLIMIT_CPU, &p.cpu) != 0) fail_to(kStderr, "setrlimit(RLIMIT_CPU)");
   if (setrlimit(RLIMIT_AS, &p.as) != 0) fail_to(kStderr, "setrlimit(RLIMIT_AS)");
@@ -202,13 +207,16 @@ long raw_clone(unsigned long flags) { return syscall(SYS_clone, flags | SIGCHLD,
 [[noreturn]] void supervisor_main(const ChildPlan& p) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   const int err = p.stderr_fd;
-  for (const char* f : p.cgroup_procs)
-    if (!write_file(f, "0")) fail_to(err, "joining the sandbox cgroup");
   if (p.uid_map != nullptr) {
     if (!write_file("/proc/self/setgroups", "deny")) fail_to(err, "write /proc/self/setgroups");
     if (!write_file("/proc/self/uid_map", p.uid_map)) fail_to(err, "write /proc/self/uid_map");
     if (!write_file("/proc/self/gid_map", p.gid_map)) fail_to(err, "write /proc/self/gid_map");
   }
+  // With a private root (where /sys/fs/cgroup is not mounted) the supervisor
+  // joins them: it is pid 1 of the namespace, so killing it ends everything anyway.
+  if (p.root_dir != nullptr)
+    for (const char* f : p.cgroup_procs)
+      if (!write_file(f, "0")) fail_to(err, "joining the sandbox cgroup");
   if (p.subreaper && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) fail_to(err, "prctl(PR_SET_CHILD_SUBREAPER)");
   if (p.root_dir != nullptr) setup_root(p);
   const long pid = raw_clone(0);

@@ -35,7 +35,7 @@ struct ChildPlan {
   bool drop_uid = false;
   uid_t uid = 0;
   bool subreaper = false;  // supervisor outside a PID namespace: adopt orphans, reap all
-  // cgroup.procs files the supervisor joins first (so every descendant is inside).
+  // cgroup.procs files the program's process joins before dropping its uid.
   std::vector<const char*> cgroup_procs;
   // Private root (mount namespace); root_dir == nullptr: none.
   const char* root_dir = nullptr;  // host path of an empty directory, the new root's mount point
@@ -56,7 +56,7 @@ struct ChildPlan {
   sock_fprog seccomp{};
 };
 
-// The supervisor: joins the cgroups, builds the private root (when asked), starts
+// The supervisor: builds the private root (when asked), starts
 // the program, writes its raw wait status on status_fd, reaps every descendant it
 // adopted, exits. Never returns.
 [[noreturn]] void supervisor_main(const ChildPlan& p);
