@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -188,6 +189,7 @@ TEST_P(SandboxHostile, EnvironmentAndProcSecrets) {
       "print('found' if found else 'clean', found, len(pids))\n",
       limits(), {{"secret.txt", secret}});
   unsetenv("TITAN_HOSTILE_SECRET");
+  std::printf("isolation (euid %d): %s\n", static_cast<int>(geteuid()), r.isolation.c_str());
   ASSERT_TRUE(r.ok()) << r.describe() << r.stderr_text;
   if (!weak()) EXPECT_EQ(r.stdout_text.rfind("clean", 0), 0u) << r.stdout_text;
   if (r.isolation.find("pidns") != std::string::npos) {
