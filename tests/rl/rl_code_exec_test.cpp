@@ -141,8 +141,8 @@ TEST(CodeHostile, ScoreZeroWithReasonAndLeaveThisProcessAlone) {
       {"huge allocation", "x = bytearray(1 << 40)\n", "program failed: MemoryError"},
       {"huge list", "x = [0] * (10 ** 10)\n", "program failed: MemoryError"},
       {"sys.exit", "import sys\nsys.exit(3)\n", "program failed: SystemExit: 3"},
-      {"os._exit", "import os\nos._exit(0)\n", "no test report (exit code 0)"},
-      {"segfault", "import ctypes\nctypes.string_at(0)\n", "killed by signal 11 (SIGSEGV)"},
+      {"os._exit", "import os\nos._exit(0)\n", "program failed: the program's process exited (exit code 0)"},
+      {"segfault", "import ctypes\nctypes.string_at(0)\n", "program failed: the program's process was killed by signal 11"},
       {"syntax error", "def min_cost(:\n", "program failed: SyntaxError"},
       {"wrong name", "def other():\n    pass\n", ""},  // runs fine, every assert fails -> 0 without error
   };

@@ -184,10 +184,12 @@ CodeRunResult run_code_tests(const TaskSample& sample, const std::string& progra
     task["setup"] = ref(sample, "setup");
     task["check"] = nullptr;
   } else {
-    task["check"] = json{{"test", ref(sample, "test")}, {"entry_point", ref(sample, "entry_point")}};
+    task["check"] = json{{"test", ref(sample, "test")},
+                         {"entry_point", ref(sample, "entry_point")},
+                         {"prompt", ref(sample, "prompt")}};
   }
   CodeRunResult out;
-  out.sandbox = run_sandboxed({cfg.python, "-s", "-B", "harness.py"},
+  out.sandbox = run_sandboxed({cfg.python, "-I", "-S", "-B", "harness.py"},
                               {{"harness.py", code_exec_harness_source()}, {"task.json", task.dump()}}, cfg.limits);
   const SandboxResult& sb = out.sandbox;
   json report;
@@ -195,12 +197,13 @@ CodeRunResult run_code_tests(const TaskSample& sample, const std::string& progra
   if (!sb.result_text.empty() && !sb.result_truncated) {
     try {
       report = json::parse(sb.result_text);
-      have_report = report.is_object() && report.contains("tests") && report["tests"].is_array();
+      have_report = report.is_object() && ((report.contains("tests") && report["tests"].is_array()) ||
+                                           (report.contains("grader_error") && report["grader_error"].is_string()));
     } catch (const json::exception&) {
       have_report = false;
     }
   }
-  if (have_report) {
+  if (have_report && report.contains("tests")) {
     for (const json& t : report["tests"]) {
       const bool ok = t.is_object() && t.value("ok", false);
       out.passed += ok ? 1 : 0;
@@ -219,6 +222,8 @@ CodeRunResult run_code_tests(const TaskSample& sample, const std::string& progra
     std::string tail = sb.stderr_text.size() > 300 ? sb.stderr_text.substr(sb.stderr_text.size() - 300)
                                                     : sb.stderr_text;
     out.reason = fmt::format("no test report ({}){}{}", sb.describe(), tail.empty() ? "" : ": ", strip(tail));
+  } else if (report.contains("grader_error") && report["grader_error"].is_string()) {
+    out.reason = "grader failed: " + report["grader_error"].get<std::string>();
   } else if (report.contains("program_error") && report["program_error"].is_string()) {
     out.reason = "program failed: " + report["program_error"].get<std::string>();
   }

@@ -7,12 +7,17 @@
 // prompt's imports and helper functions exist); otherwise it is taken as the
 // completion of the prompt's function body (prompt + code, the HumanEval format).
 //
-// Run (run_code_tests): /usr/bin/python3 -s -B harness.py in the sandbox with
-// task.json (program, MBPP test_setup_code, the tests); the harness
-// (code_harness.cpp) execs the program, then each test separately in the same
-// namespace, and reports per test on the sandbox's result channel. Reward = the
-// fraction of tests that passed. When the run fails as a whole (the program raises
-// or calls sys.exit, a crash, timeout, memory or process limit, no report) the
+// Run (run_code_tests): /usr/bin/python3 -I -S -B harness.py in the sandbox with
+// task.json (program, MBPP test_setup_code, the tests). The harness
+// (code_harness.cpp) is the grader: it deletes task.json, runs the program in a
+// worker process of its own and the tests itself, with the program's functions
+// as proxies that exchange only data with the worker; the verdict is written by
+// the grader on the sandbox's result channel, which the program's process cannot
+// reach (so patching the harness, fake reports, os._exit, SystemExit, patched
+// builtins or objects equal to anything gain nothing:
+// tests/rl/rl_code_exec_forgery_test.cpp). Reward = the fraction of tests that
+// passed. When the run fails as a whole (the program raises, exits or dies
+// before its tests, a crash, timeout, memory or process limit, no report) the
 // reward function throws a titan::Error with the reason, which a Rubric records as
 // value 0 with that reason.
 //
