@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "titan/config/resolve.h"
 #include "titan/core/fs.h"
 #include "titan/data/loader.h"
 #include "titan/data/tokenizer.h"
@@ -22,12 +23,9 @@ namespace {
 
 using namespace titan::data;
 
-std::string shared_dir() {
-  if (const char* s = std::getenv("TITAN_SHARED")) return s;
-  return std::string(TITAN_SOURCE_DIR) + "/../shared";
-}
+std::string data_dir() { return titan::config::shared_data_dir(); }
 std::string shakespeare_path() {
-  return shared_dir() + "/data/tinyshakespeare/input.txt";
+  return data_dir() + "/tinyshakespeare/input.txt";
 }
 
 std::string scratch(const std::string& tag) {
@@ -40,7 +38,7 @@ const Tokenizer& tokenizer(const std::string& which) {
   static auto byte = load_tokenizer("byte");
   static std::unique_ptr<Tokenizer> qwen3;
   if (which == "byte") return *byte;
-  if (!qwen3) qwen3 = load_tokenizer(shared_dir() + "/data/qwen3-tokenizer");
+  if (!qwen3) qwen3 = load_tokenizer(data_dir() + "/qwen3-tokenizer");
   return *qwen3;
 }
 

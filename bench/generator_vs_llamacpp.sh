@@ -2,7 +2,7 @@
 # titan's generator (bench/engine_bench.cpp) vs llama.cpp (bench/llamacpp/bench.mjs, the
 # prebuilt CPU binary of node-llama-cpp) on the llama3 `small` shapes, f32 weights, 2 threads,
 # measured alternately in one run (llama.cpp, titan, llama.cpp, titan, ... per case), and
-# judged against issue 4's targets. Results: docs/benchmarks.md, "Generator".
+# judged against the generator's targets. Results: docs/benchmarks.md, "Generator".
 #
 #   bench/generator_vs_llamacpp.sh                  # BUILD=build ROUNDS=2
 #   BUILD=build-llama ROUNDS=3 bench/generator_vs_llamacpp.sh

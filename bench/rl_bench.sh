@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# RL step benchmark (issue 5): the demo recipe (alphabet_sort_grpo from the SFT export)
+# RL step benchmark: the demo recipe (alphabet_sort_grpo from the SFT export)
 # for a few steps in synchronous mode and in asynchronous mode with
 # max_offpolicy_steps=1 (with the 2-thread kernel pool shared by generator and trainer,
 # and with TITAN_NUM_THREADS=1 so that each side runs on its own core). Reports the
 # mean step time split into generation, scoring, training and weight sync (steps 2..N;
 # step 1 warms up), the async/sync ratio, the sync share, and peak RSS per run.
-# Results: docs/benchmarks.md, section "RL".
+# Results: docs/benchmarks.md, section "RL step".
 #   bench/rl_bench.sh [BUILD_DIR] [STEPS]     (needs outputs/alphabet_sort_sft/hf: make demo
 #                                              or titan train --recipe alphabet_sort_sft)
 set -euo pipefail

@@ -1,7 +1,7 @@
 // Rollouter benchmark on the alphabet_sort SFT model: greedy validation reward (the
 // number RL starts from) and sampled rollout groups through the engine, 2 threads.
 // Needs a finished `titan train --recipe alphabet_sort_sft` run; results in
-// docs/benchmarks.md, "RL rollouter + SFT".
+// docs/benchmarks-history.md, "RL rollouter + SFT".
 //
 //   build-*/titan train --recipe alphabet_sort_sft
 //   build-*/bench/rl_rollout_bench [--benchmark_filter=...]

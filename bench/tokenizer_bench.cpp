@@ -4,31 +4,29 @@
 //   SentencePiece (tok512) and the byte tokenizer for comparison.
 // bytes_per_second is input text bytes (decode: output bytes).
 //   build/bench/tokenizer_bench [--benchmark_filter=Qwen3]
-// Data: $TITAN_SHARED or <repo>/../shared.
+// Data: the repository's data/ ($TITAN_DATA or $TITAN_SHARED/data override it).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 
+#include "titan/config/resolve.h"
 #include "titan/data/tokenizer.h"
 
 namespace {
 
-std::string shared_dir() {
-  if (const char* s = std::getenv("TITAN_SHARED")) return s;
-  return std::string(TITAN_SOURCE_DIR) + "/../shared";
-}
+std::string data_dir() { return titan::config::shared_data_dir(); }
 
 const std::string& shakespeare() {
   static const std::string text = [] {
-    std::ifstream f(shared_dir() + "/data/tinyshakespeare/input.txt", std::ios::binary);
+    std::ifstream f(data_dir() + "/tinyshakespeare/input.txt", std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   }();
   return text;
 }
 
-std::string qwen3_path() { return shared_dir() + "/data/qwen3-tokenizer"; }
+std::string qwen3_path() { return data_dir() + "/qwen3-tokenizer"; }
 
 void BM_Qwen3Load(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(titan::data::load_tokenizer(qwen3_path()));
@@ -74,7 +72,7 @@ BENCHMARK(BM_Qwen3Decode)->Unit(benchmark::kMillisecond);
 
 void BM_SentencePieceEncode(benchmark::State& state) {
   const std::string& text = shakespeare();
-  auto tok = titan::data::load_tokenizer(shared_dir() + "/data/stories260k/tok512.model");
+  auto tok = titan::data::load_tokenizer(data_dir() + "/stories260k/tok512.model");
   for (auto _ : state) benchmark::DoNotOptimize(tok->encode(text).data());
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(text.size()));
 }

@@ -9,9 +9,10 @@
 #     bench/tokenizer_reference.sh build [text-file]
 set -euo pipefail
 build=${1:-build}
-shared=${TITAN_SHARED:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
-text=${2:-$shared/data/tinyshakespeare/input.txt}
-tok=$shared/data/qwen3-tokenizer
+data=${TITAN_DATA:-${TITAN_SHARED:+$TITAN_SHARED/data}}
+data=${data:-$(cd "$(dirname "$0")/.." && pwd)/data}
+text=${2:-$data/tinyshakespeare/input.txt}
+tok=$data/qwen3-tokenizer
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

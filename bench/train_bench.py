@@ -27,7 +27,9 @@ activations, gradients and temporaries.
 import argparse, json, os, re, shutil, statistics, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.environ.get("TITAN_SHARED", os.path.join(HERE, "..", "..", "shared"))
+# The data directory as titan resolves it: $TITAN_DATA, $TITAN_SHARED/data, else the repository's data/.
+DATA = os.environ.get("TITAN_DATA") or (os.path.join(os.environ["TITAN_SHARED"], "data")
+                                        if os.environ.get("TITAN_SHARED") else os.path.join(HERE, "..", "data"))
 
 # titan overrides giving bench/train_torch.py's CONFIGS
 TITAN_ARGS = {
@@ -84,7 +86,7 @@ def run_torch(cfg, steps, warmup, openblas_core):
     cmd = ["/usr/bin/time", "-v", "/usr/bin/python3", os.path.join(HERE, "train_torch.py"), "--config", cfg,
            "--steps", str(steps), "--threads", "2"]
     if cfg == "shakespeare_char":
-        cmd += ["--data", os.path.join(SHARED, "data", "tinyshakespeare", "input.txt")]
+        cmd += ["--data", os.path.join(DATA, "tinyshakespeare", "input.txt")]
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env.update(OMP_WAIT_POLICY="PASSIVE", OPENBLAS_VERBOSE="2")  # verbose 2: OpenBLAS prints "Core: <name>"
     if openblas_core:

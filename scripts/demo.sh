@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The main job (issue 5) on the shipped data, from scratch:
+# The main job on the shipped data, from scratch:
 #   1. titan train --recipe alphabet_sort_sft   small Qwen3-style chat model trained on
 #      alphabet_sort demonstrations (HF export in outputs/alphabet_sort_sft/hf);
 #   2. titan rl --recipe alphabet_sort_grpo     GRPO from that checkpoint, generator and
 #      trainer bitwise in agreement (logprob_diff_max == 0 at every step);
 #   3. the summary: greedy validation reward before and after RL, the largest
-#      logprob_diff_max over all steps, where the metrics and rollouts are.
+#      logprob_diff_max over all steps, where the metrics and rollouts are;
+#   4. the reward plot (scripts/plot_metrics.py): outputs/alphabet_sort_grpo/reward.png.
 # Extra arguments go to `titan rl` (e.g. --training.steps=10). BUILD selects the build
 # folder (default: build). The pretraining reference run stays available as
 # `titan train --recipe shakespeare_char`.
@@ -37,6 +38,14 @@ print(f"val_reward (greedy, validation split): before RL {vals[0][1]:.4f} (step 
 print("val_reward by step: " + ", ".join(f"{s}: {v:.4f}" for s, v in vals))
 print(f"largest logprob_diff_max over {len(steps)} steps: {worst['logprob_diff_max']!r}"
       f" (step {worst['step']}; 0.0 = generator and trainer agree bitwise)")
+gain = vals[-1][1] - vals[0][1]
+err0, err1 = 1 - vals[0][1], 1 - vals[-1][1]
+print(f"gain: {gain:+.4f} absolute; error (1 - reward) {err0:.4f} -> {err1:.4f}"
+      f" ({err1 / err0 if err0 > 0 else float('nan'):.2f}x)")
 print(f"wall time: SFT {sft_s} s, RL {rl_s} s")
 print(f"metrics: {dump}/metrics.jsonl | rollouts: {dump}/rollouts.jsonl | config: {dump}/config.toml")
 PY
+/usr/bin/python3 scripts/plot_metrics.py "$RL/metrics.jsonl" --out "$RL/reward.png" \
+  --keys val_reward,reward_mean,logprob_diff_max,gen_tokens_per_s \
+  --title "make demo: GRPO on alphabet_sort from the SFT export" >/dev/null
+echo "reward plot: $RL/reward.png"

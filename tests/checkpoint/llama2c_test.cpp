@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tests/checkpoint/helpers.h"
+#include "titan/config/resolve.h"
 #include "titan/core/fs.h"
 
 using namespace titan;
@@ -13,10 +14,7 @@ using namespace titan::test;
 
 namespace {
 
-std::string stories260k() {
-  const char* s = std::getenv("TITAN_SHARED");
-  return std::string(s && *s ? s : TITAN_SOURCE_DIR "/../shared") + "/data/stories260k/stories260K.bin";
-}
+std::string stories260k() { return config::shared_data_dir() + "/stories260k/stories260K.bin"; }
 
 // A synthetic legacy file whose floats are 0, 1, 2, ... so slices are easy to check.
 std::string synthetic(int32_t dim, int32_t hidden, int32_t layers, int32_t heads, int32_t kv, int32_t vocab,

@@ -11,20 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "titan/config/resolve.h"
 #include "titan/core/error.h"
 #include "titan/core/tensor.h"
 
 namespace titan::data::testing {
 
-// ../shared (TITAN_SHARED, set by CTest; else <repo>/../shared).
-inline std::string data_shared_dir() {
-  if (const char* s = std::getenv("TITAN_SHARED")) return s;
-  return std::string(TITAN_SOURCE_DIR) + "/../shared";
-}
-
-inline std::string tinyshakespeare_path() {
-  return data_shared_dir() + "/data/tinyshakespeare/input.txt";
-}
+// The repository's data/ (titan::config::shared_data_dir(): $TITAN_DATA or
+// $TITAN_SHARED/data override it).
+inline std::string tinyshakespeare_path() { return config::shared_data_dir() + "/tinyshakespeare/input.txt"; }
 
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents at scope exit.
 class ScratchDir {

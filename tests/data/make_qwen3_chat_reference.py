@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Writes tests/data/qwen3_chat_reference.jsonl: conversations rendered with the
-chat_template of ../shared/data/qwen3-tokenizer/tokenizer_config.json by Jinja2
+chat_template of data/qwen3-tokenizer/tokenizer_config.json by Jinja2
 (Debian python3-jinja2), set up as Hugging Face transformers' apply_chat_template
 does (sandboxed environment, trim_blocks, lstrip_blocks, tools=None).
 One {"messages", "add_generation_prompt", "enable_thinking"?, "text"} per line.
 
   apt-get install -y python3-jinja2
-  /usr/bin/python3 tests/data/make_qwen3_chat_reference.py ../shared > tests/data/qwen3_chat_reference.jsonl
+  /usr/bin/python3 tests/data/make_qwen3_chat_reference.py . > tests/data/qwen3_chat_reference.jsonl
 """
 import json
 import os
@@ -14,7 +14,7 @@ import sys
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-shared = sys.argv[1] if len(sys.argv) > 1 else "../shared"
+shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 cfg = json.load(open(os.path.join(shared, "data", "qwen3-tokenizer", "tokenizer_config.json")))
 env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)

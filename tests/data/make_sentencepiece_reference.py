@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """Writes tests/data/tok512_reference.jsonl: ids and decoded text of a few strings
-under ../shared/data/stories260k/tok512.model, from Debian's python3-sentencepiece
+under data/stories260k/tok512.model, from Debian's python3-sentencepiece
 (the Python binding of the same libsentencepiece titan links).
 One {"text", "ids", "decoded"} per line.
 
   apt-get install -y python3-sentencepiece
-  /usr/bin/python3 tests/data/make_sentencepiece_reference.py ../shared > tests/data/tok512_reference.jsonl
+  /usr/bin/python3 tests/data/make_sentencepiece_reference.py . > tests/data/tok512_reference.jsonl
 """
 import json
 import os
@@ -13,7 +13,7 @@ import sys
 
 import sentencepiece as spm
 
-shared = sys.argv[1] if len(sys.argv) > 1 else "../shared"
+shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sp = spm.SentencePieceProcessor(model_file=os.path.join(shared, "data", "stories260k", "tok512.model"))
 texts = [
     "Once upon a time, there was a little girl named Lily.",

@@ -67,7 +67,7 @@ TEST(TokenizeCli, ByteAndSentencePieceAndLines) {
   EXPECT_EQ(r.out, "\"h\"\n\"<|bos|>i\"\n");
   r = run("--tokenizer byte --no-special", "<|eos|>");
   EXPECT_EQ(r.out, "[60,124,101,111,115,124,62]\n");
-  r = run("--tokenizer '" + testing::shared_dir() + "/data/stories260k/tok512.model'", "Hello world");
+  r = run("--tokenizer '" + testing::data_dir() + "/stories260k/tok512.model'", "Hello world");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out, "[346,306,414,263,304,341]\n");  // python sentencepiece
 }

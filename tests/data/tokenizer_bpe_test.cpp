@@ -1,5 +1,5 @@
 // Byte-level BPE (Qwen3 tokenizer.json) against reference ids:
-//  - shared/data/qwen3-tokenizer/examples.jsonl;
+//  - data/qwen3-tokenizer/examples.jsonl;
 //  - tests/data/qwen3_reference.jsonl: 509 texts (Shakespeare, GSM8K, MBPP,
 //    HumanEval, tricky Unicode, random strings) encoded by the reference tool
 //    shared/tools/qwen3_tokenize.mjs (made by make_qwen3_reference.mjs; Hugging

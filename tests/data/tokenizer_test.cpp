@@ -15,7 +15,7 @@ namespace titan::data {
 namespace {
 
 using testing::read_jsonl;
-using testing::shared_dir;
+using testing::data_dir;
 using testing::test_data;
 
 TEST(ByteTokenizer, BytesAndSpecials) {
@@ -44,7 +44,7 @@ TEST(ByteTokenizer, BytesAndSpecials) {
 }
 
 TEST(ByteTokenizer, RoundTripShakespeare) {
-  std::ifstream f(shared_dir() + "/data/tinyshakespeare/input.txt");
+  std::ifstream f(data_dir() + "/tinyshakespeare/input.txt");
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   ASSERT_EQ(text.size(), 1115394u);
   auto t = load_tokenizer("byte");
@@ -54,7 +54,7 @@ TEST(ByteTokenizer, RoundTripShakespeare) {
 }
 
 TEST(SentencePiece, MatchesPythonSentencepiece) {
-  auto t = load_tokenizer(shared_dir() + "/data/stories260k/tok512.model");
+  auto t = load_tokenizer(data_dir() + "/stories260k/tok512.model");
   EXPECT_EQ(t->kind(), "sentencepiece");
   EXPECT_EQ(t->vocab_size(), 512);
   EXPECT_EQ(t->bos_id(), 1);

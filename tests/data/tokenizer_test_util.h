@@ -1,4 +1,4 @@
-// Helpers for the tokenizer tests: where the shared data and the checked-in
+// Helpers for the tokenizer tests: where the data and the checked-in
 // reference files are, and JSONL reading.
 #pragma once
 #include <cstdlib>
@@ -8,20 +8,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "titan/config/resolve.h"
+
 namespace titan::data::testing {
 
-// ../shared (TITAN_SHARED, set by CTest; else <repo>/../shared).
-inline std::string shared_dir() {
-  if (const char* s = std::getenv("TITAN_SHARED")) return s;
-  return std::string(TITAN_SOURCE_DIR) + "/../shared";
-}
+// The repository's data/ (titan::config::shared_data_dir(): $TITAN_DATA or
+// $TITAN_SHARED/data override it).
+inline std::string data_dir() { return config::shared_data_dir(); }
 
 // A file under tests/data/ of the repository.
 inline std::string test_data(const std::string& name) {
   return std::string(TITAN_SOURCE_DIR) + "/tests/data/" + name;
 }
 
-inline std::string qwen3_dir() { return shared_dir() + "/data/qwen3-tokenizer"; }
+inline std::string qwen3_dir() { return data_dir() + "/qwen3-tokenizer"; }
 
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::ifstream f(path);

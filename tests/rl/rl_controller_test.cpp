@@ -1,5 +1,5 @@
 // The RL controller end to end on a tiny qwen3-style model over byte_chat tokens and
-// the alphabet_sort task (issue 5 acceptance, at test size):
+// the alphabet_sort task (the RL acceptance checks, at test size):
 //   - logprob_diff_max == 0.0 at every step (generator and trainer agree bitwise);
 //   - a generator-only parity break (--generator.kv_block_size 16 vs the trainer's
 //     attention block 32) makes it > 0: the metric is live;

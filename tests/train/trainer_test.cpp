@@ -299,7 +299,7 @@ TEST(TrainerInit, ShakespeareCharStartsNearUniform) {
 }
 
 // MFU's denominator: the configured peak, or (0 = auto) the per-core peak measured for
-// the ISA the kernels run (docs/benchmarks.md) times the pool's threads.
+// the ISA the kernels run (docs/benchmarks-history.md) times the pool's threads.
 TEST(TrainerMfu, AutoPeakIsThePerCorePeakOfTheKernelIsaTimesThreads) {
   EXPECT_EQ(train::mfu_peak_flops(7e9), 7e9);
   const bool avx512 = titan::kernels::cpu::cpu_isa() == titan::kernels::cpu::Isa::avx512;

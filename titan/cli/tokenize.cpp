@@ -2,8 +2,8 @@
 // --decode a JSON id list -> the text (as a JSON string, like the reference tool
 // ../shared/tools/qwen3_tokenize.mjs; --raw prints the text itself).
 //
-//   printf 'Hello world' | titan tokenize --tokenizer ../shared/data/qwen3-tokenizer   -> [9707,1879]
-//   echo '[9707,1879]' | titan tokenize --tokenizer ../shared/data/qwen3-tokenizer --decode
+//   printf 'Hello world' | titan tokenize --tokenizer data/qwen3-tokenizer   -> [9707,1879]
+//   echo '[9707,1879]' | titan tokenize --tokenizer data/qwen3-tokenizer --decode
 //   titan tokenize --tokenizer byte --lines < file        (one JSON list per input line)
 #include <fmt/core.h>
 

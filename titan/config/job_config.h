@@ -29,7 +29,7 @@ TITAN_CONFIG_ENUM(RLAlgorithm, grpo, dapo)
 // MFU denominator (times the job's threads) when metrics.peak_flops is 0 (auto), picked
 // by the ISA the kernels run (kernels::cpu::cpu_isa()). Each thread runs 12 independent
 // FMA chains, timed by its own CPU time; two threads at once sum to twice one.
-// Method and program: docs/benchmarks.md, section "config: fp32 peak FLOP/s".
+// Method and program: docs/benchmarks-history.md, section "config: fp32 peak FLOP/s".
 //  - AVX2: AMD EPYC Zen3, 91-94 GFLOP/s per core (2 FMA pipes x 8 lanes x 2 x ~2.9 GHz);
 //  - AVX-512: AMD EPYC Zen5, 258-261 GFLOP/s per core (2 pipes x 16 lanes x 2 x ~4.1 GHz).
 inline constexpr double kPeakFlopsPerCoreAvx2 = 91.5e9;

@@ -113,7 +113,7 @@ JobConfig qwen3_next_debugmodel() {
 // tokens only) with the byte_chat tokenizer; the starting policy of alphabet_sort_grpo.
 // The HF export (outputs/alphabet_sort_sft/hf) names its tokenizer in
 // titan_tokenizer.txt, so load_hf_model reloads it. Sized to train in about 3
-// minutes on the 2-core machine (docs/benchmarks.md, "RL rollouter + SFT").
+// minutes on the 2-core machine (docs/benchmarks-history.md, "RL rollouter + SFT").
 JobConfig alphabet_sort_sft() {
   JobConfig c;
   c.job.description = "alphabet_sort SFT: Qwen3-style 2-layer dim-128 chat model on byte_chat tokens, from scratch";

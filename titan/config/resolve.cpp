@@ -80,9 +80,9 @@ std::string shared_data_dir() {
   if (const char* d = std::getenv("TITAN_DATA"); d && *d) return d;
   if (const char* s = std::getenv("TITAN_SHARED"); s && *s) return std::string(s) + "/data";
 #ifdef TITAN_SOURCE_DIR
-  return std::string(TITAN_SOURCE_DIR) + "/../shared/data";
+  return std::string(TITAN_SOURCE_DIR) + "/data";
 #else
-  return "shared/data";
+  return "data";
 #endif
 }
 

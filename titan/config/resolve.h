@@ -37,8 +37,9 @@ std::string config_to_toml(const JobConfig& c);
 // the folder) and returns that path. Throws titan::Error on I/O failure.
 std::string save_config(const JobConfig& c);
 
-// The shared data directory: $TITAN_DATA, else $TITAN_SHARED/data, else
-// <source dir>/../shared/data.
+// The data directory: $TITAN_DATA, else $TITAN_SHARED/data, else the repository's
+// own copy, <source dir>/data (tinyshakespeare, qwen3-tokenizer, stories260k, gsm8k,
+// mbpp, humaneval; data/README.md names their sources and licenses).
 std::string shared_data_dir();
 
 // Input data path lookup: empty and absolute paths are returned as is; a relative

@@ -22,7 +22,7 @@ JobConfig alphabet_sort_grpo() {
   c.validation.enabled = false;  // RL validation is rl.val_freq / rl.val_samples
   // AdamW moves every weight by ~lr per step whatever the gradient's size; on this small,
   // low-entropy (~0.1 nat/token) SFT policy 5e-4 and 1e-3 lowered the reward (noisy
-  // 64-rollout gradients), 1e-4 and 3e-5 raised it (docs/benchmarks.md, RL).
+  // 64-rollout gradients), 1e-4 and 3e-5 raised it (docs/benchmarks-history.md, RL).
   c.optimizer.lr = 3e-5;
   c.optimizer.weight_decay = 0.0;
   c.lr_scheduler.warmup_steps = 0;

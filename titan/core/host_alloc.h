@@ -3,8 +3,8 @@
 // A training step allocates and frees the same large buffers every step (activations,
 // gradients, the fused loss's logits tile and packed weights). Straight from malloc,
 // buffers above glibc's mmap threshold come back as fresh zero pages every time, and
-// the kernel's page faults and page clearing took ~3 % of a `small` step
-// (docs/benchmarks.md, Training, Session 9). host_alloc keeps freed blocks of at least
+// the kernel's page faults and page clearing cost a few % of a `small` step
+// (docs/benchmarks-history.md, Training). host_alloc keeps freed blocks of at least
 // kHostCacheMinBytes in a cache and hands them out again for the same size class, the
 // idea of PyTorch's CUDA caching allocator applied to host memory.
 //

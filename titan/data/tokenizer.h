@@ -1,6 +1,6 @@
 // Tokenizers: text <-> token ids.
 //
-//   auto tok = titan::data::load_tokenizer("../shared/data/qwen3-tokenizer");
+//   auto tok = titan::data::load_tokenizer("data/qwen3-tokenizer");
 //   std::vector<int32_t> ids = tok->encode("Hello world");   // {9707, 1879}
 //   std::string text = tok->decode(ids);                      // "Hello world"
 //

@@ -63,8 +63,8 @@ struct EngineConfig {
   bool logprobs_from_hidden = false;
   // Bytes of freed activation blocks that host_alloc may keep for reuse while the engine
   // lives (ScopedHostCacheLimit; generator.host_cache_bytes). Fresh blocks come back
-  // from the kernel as zero pages, and their page faults took ~30 % of a 512-token
-  // prefill of llama3 100m (docs/benchmarks.md, Generator, session 11). -1 = auto: 5 %
+  // from the kernel as zero pages, and their page faults are a large share of a long
+  // prefill (docs/benchmarks-history.md, Generator). -1 = auto: 5 %
   // of weights (fp32 bytes) + KV pool, at most 256 MiB (the memory bound, weights + KV
   // pool + 10 %, keeps room for it); 0 = none (the limit stays as others set it).
   int64_t host_cache_bytes = -1;

@@ -43,7 +43,7 @@ LoadedModel load_hf_model(const std::string& dir);
 // 1 MiB or more is mmapped and returned to the system when freed. Without the pin,
 // freeing the (out, in) weights raises glibc's dynamic threshold to their size, later
 // activation buffers come from the heap and stay resident (+76-126 MiB peak at
-// qwen3_0.6b B = 64, docs/benchmarks.md). Not for a process that also trains (the
+// qwen3_0.6b B = 64, docs/benchmarks-history.md). Not for a process that also trains (the
 // model can no longer be trained, and the trainer relies on the heap reusing its
 // activation buffers).
 void prepare_for_inference(models::Decoder& model);

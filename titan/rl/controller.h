@@ -1,5 +1,5 @@
 // The RL controller (`titan rl`): on-policy GRPO/DAPO post-training with a generator
-// and a trainer that run one model definition and agree bitwise (issue 5).
+// and a trainer that run one model definition and agree bitwise.
 //
 //   load samples (seeded, resumable TaskDataset over the task's train split)
 //   -> rollouts: Rollouter::run on an infer::Engine over the GENERATOR's own Decoder

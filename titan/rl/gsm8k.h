@@ -32,9 +32,9 @@ namespace titan::rl {
 // an answer without "####" and a number after it.
 std::vector<TaskSample> load_gsm8k(const std::string& path, const std::string& split);
 
-// The default file of a split ("train" or "test") under the shared data folder
-// (titan::config::shared_data_dir(): $TITAN_DATA, $TITAN_SHARED/data or
-// <source>/../shared/data): <dir>/gsm8k/<split>.jsonl.
+// The default file of a split ("train" or "test") under the data folder
+// (titan::config::shared_data_dir(): $TITAN_DATA, $TITAN_SHARED/data or the
+// repository's data/): <dir>/gsm8k/<split>.jsonl.
 std::string gsm8k_path(const std::string& split);
 
 // The number the text answers with (see the header comment), normalised

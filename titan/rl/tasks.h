@@ -16,13 +16,13 @@
 //                  similarity_power, similarity) + num_validation (default 256):
 //                  train/validation = a seeded split of the generated set.
 //                  Reward "alphabet_sort" (weight 1).
-//   gsm8k          train_path, validation_path (default: shared data
+//   gsm8k          train_path, validation_path (default: data/
 //                  gsm8k/train.jsonl and gsm8k/test.jsonl), instruction,
 //                  system_prompt. Reward "gsm8k_correct" (weight 1).
-//   mbpp           path (default shared mbpp/mbpp.jsonl), train_splits
+//   mbpp           path (default data/mbpp/mbpp.jsonl), train_splits
 //                  (default ["train"]), validation_splits (default ["validation"]),
 //                  system_prompt + CodeExecConfig keys. Reward "tests_passed".
-//   humaneval      path (default shared HumanEval.jsonl), num_validation (default
+//   humaneval      path (default data/humaneval/HumanEval.jsonl), num_validation (default
 //                  32, seeded split with seed split_seed, default 0),
 //                  system_prompt + CodeExecConfig keys. Reward "tests_passed".
 #pragma once

@@ -1,5 +1,5 @@
-// Trainer → generator weight synchronisation (issue 5: "after a sync, generator weights
-// equal the trainer's compute-dtype weights bitwise").
+// Trainer → generator weight synchronisation: after a sync, the generator's weights
+// equal the trainer's compute-dtype weights bitwise.
 //
 // Both models are models::Decoder instances of the same architecture; parameters are
 // matched by position in named_parameters() order and must agree in name and shape.

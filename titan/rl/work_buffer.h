@@ -1,6 +1,6 @@
 // WorkBuffer: the bounded buffer between the rollout producer (generator) and the
-// trainer in the asynchronous RL mode (issue 5: "a bounded work buffer that never lets a
-// rollout be more than max_offpolicy_steps policy versions old").
+// trainer in the asynchronous RL mode: it never lets a rollout be more than
+// max_offpolicy_steps policy versions old.
 //
 // Each item carries the policy version that produced it. Invariants, under the mutex:
 //  - size() <= capacity at every moment (put blocks while full);

@@ -26,7 +26,7 @@ namespace titan::kernels::cpu {
 // THE KV block size: the paged KV cache uses it as its page size, and attention
 // visits keys in blocks of this many tokens on both the training and the paged path.
 // 32 rather than 16: fewer per-block softmax rescales; measured 5-35 % faster forward
-// and backward with AVX2 (docs/benchmarks.md, "Attention").
+// and backward with AVX2 (docs/benchmarks-history.md, "Attention").
 inline constexpr int kKvBlockSize = 32;
 
 struct AttentionParams {

@@ -65,17 +65,16 @@ void cross_entropy_bwd(float* dhidden, float* dweight, const float* dloss, const
 // order, so the tile size changes no bit. Errors as cross_entropy_fwd / cross_entropy_bwd.
 // Tile rows: kCeFusedScratchBytes / (4 V), rounded down to a multiple of
 // kCeFusedRowQuantum when T exceeds it, but at least kCeFusedMinRows and at most
-// min(T, kCeRowTile); >= 1. The tile's rows are the K of the dweight GEMM: 524 rows left a 12-row K
-// chunk after 512 whose C tiles cost a whole extra pass (512 rows: 405-408 GFLOP/s against 377-382,
-// V = 32000, D = 512, 2 threads, Zen5). Fewer rows reread and rewrite all of dweight (V × D) too
-// often: at V = 151936, D = 1024, T = 1024, 2 threads, against the two passes, tiles of 110 rows
-// ran at 0.90-0.94x, 256 at 1.02-1.15x, 512 at 1.18-1.32x (scratch 311 MB), 1024 at 1.14-1.22x
-// (docs/benchmarks.md, Training, Session 7). With more than one row tile, weight is first repacked
+// min(T, kCeRowTile); >= 1. The tile's rows are the K of the dweight GEMM, so a row count just
+// past a multiple of the GEMM's K chunk would leave a short last chunk whose C tiles cost a whole
+// extra pass. Fewer rows reread and rewrite all of dweight (V × D) too often: at a Qwen3 vocabulary
+// tiles of 512-1024 rows are the fastest (docs/benchmarks-history.md, Training). With more than
+// one row tile, weight is first repacked
 // into the GEMM's panel layouts (gemm_pack_panels for the logits, gemm_pack_panels_nn per
 // vocabulary chunk for dhidden, if wanted), so that no tile packs it again: about V D floats per
 // layout (V and D rounded up to the panel width), only while that is at most
 // packed_weight_max_bytes (default kCePackedWeightMaxBytes; e.g. V = 32000, D = 512:
-// 131 MB for both; a Qwen3 vocabulary at D = 1024, 1.2 GB, packs per tile as before).
+// 131 MB for both; a Qwen3 vocabulary at D = 1024, 1.2 GB, packs per tile).
 // Same bits either way (gemm.h).
 inline constexpr int64_t kCeFusedScratchBytes = int64_t{64} << 20;
 inline constexpr int64_t kCeFusedMinRows = 512;

@@ -60,7 +60,7 @@ class Decoder : public nn::Module {
   // benchmarks): repacks every layer's projection weights (attention wq/wk/wv/wo,
   // feed-forward w1/w2/w3) with PanelRepackable::repack_for_decode, so a decode step streams
   // them in address order (1.3-1.7x the weight bandwidth of the (out, in) layout at
-  // batch 1 on the Zen3 machine, docs/benchmarks.md). Same logits bit for bit;
+  // batch 1 on the Zen3 machine, docs/benchmarks-history.md). Same logits bit for bit;
   // afterwards the model can no longer be trained, saved or synced (those throw on the
   // changed parameter shapes). The LM head is repacked too (the embedding when tied,
   // whose rows embedding_panels then gathers); an untied embedding keeps its layout.

@@ -61,9 +61,8 @@ constexpr int NR = NV * W;   // C-tile columns: 16 (AVX2), 32 (AVX-512)
 constexpr int MR = 14;       // 28 zmm accumulators + 2 B + 1 broadcast of 32
 constexpr int64_t MC = 14 * 16;
 // KC = 512 (B micro-panel 64 KiB, past the 48 KiB L1 but streamed from L2; A block
-// 448 KiB in L2): on the Zen5 machine the GEMMs of a `small` training step took
-// 2.63-2.72 s against 2.81-2.84 s with KC = 256, and the step 4.2 % less
-// (docs/benchmarks.md, Training, session 10).
+// 448 KiB in L2): the fastest KC for the GEMMs of a `small` training step on an AVX-512
+// Zen5 core (the KC x MC grid is in docs/benchmarks-history.md, Training).
 constexpr int64_t KC = 512;
 #else
 constexpr int MR = 6;        // 12 ymm accumulators + 2 B + 1 broadcast of 16
@@ -93,7 +92,7 @@ static_assert(kLaneChunk % NR == 0, "run_panel_rows: column chunks must start on
 // ... and how far ahead of its reads the first row panel prefetches the weight stream
 // (bytes; at M = 8 on the Zen3 machine the stream ran ~10 % slower without it), and the
 // other row panels (12 KiB: +10-12 % at M = 8, 12 and 24 on the qwen3_0.6b layer set vs
-// no prefetch there, docs/benchmarks.md; 8, 16 and 20 KiB gained less).
+// no prefetch there, docs/benchmarks-history.md; 8, 16 and 20 KiB gained less).
 constexpr int64_t kPanelAhead = 4096;
 constexpr int64_t kPanelAheadRest = 3 * kPanelAhead;
 
@@ -307,11 +306,10 @@ inline Ahead micro_panel_ahead(const float* b, int64_t kc) {
 // `ahead` into L2, a slice of lines before each row panel (packed B blocks, which sit
 // in L2/L3), or, with pf_bytes != 0, from inside the first row panel's kernel (the
 // NR-float B row pf_bytes further on, with every B row): repacked weights, read from
-// memory. At decode batch 64 on the Zen5 machine (the 84 layer GEMMs of llama3 100m +
-// its LM head, 2 threads) the bursts of slices stalled on the memory misses: 25.8-26.7 ms
-// and 8.9-9.3 ms, against 22.0-22.9 and 7.4-7.9 ms in-kernel (-15 %); M = 100-256
-// -14 %, M = 512 -5 %, M = 1024 -8 % (docs/benchmarks.md, Generator, session 11). For
-// packed training blocks it made no difference (`small` steps, 3 rounds).
+// memory. From M = 64 rows up, bursts of prefetch slices before each row panel stall
+// on the memory misses while the FMA pipes idle; prefetching inside the kernel hides
+// them (docs/benchmarks-history.md, Generator). For packed training blocks the two
+// ways run at the same speed.
 inline void row_panels(const Problem& p, const float* ap, int64_t mc, int64_t kc, const float* bp,
                        int64_t bs, int64_t m0, int64_t jr, int nv, bool load_c, Ahead ahead = {},
                        int64_t pf_bytes = 0) {
@@ -458,7 +456,7 @@ float* pack_a_chunks(const Problem& p, int64_t m0, int64_t mc, int64_t panels, i
 // once from memory in address order, kPanelKC rows at a time (the chunk stays in L1
 // for the other row panels); threads claim kLaneChunk columns at a time. No packing of
 // B: one sequential stream per thread (at M = 1 it ran at the machine's plain read
-// bandwidth, 1.3-1.7x the NT lanes path, docs/benchmarks.md).
+// bandwidth, 1.3-1.7x the NT lanes path, docs/benchmarks-history.md).
 void run_panel_rows(const Problem& p, int64_t T) {
   const int64_t mc = p.M, panels = (mc + MR - 1) / MR;
   const float* abuf = pack_a_chunks(p, 0, mc, panels, kPanelKC);
@@ -665,10 +663,8 @@ void run_shared(const Problem& p, int64_t T) {
 
 // Medium rows with fp32 "NN" B (the dX and dW products of small training shapes): read
 // the full micro-panels in place instead of copying each one first. On the Zen5
-// machine (AVX-512, 48 KiB L1), 4 alternating rounds: shakespeare_char median steps
-// 22.48-23.73 ms against 22.89-23.51 (3 rounds of 4 faster), `small` steps 2962-2972
-// ms against 2968-3059 (2 rounds of 3 faster); means -1.2 % and -1.5 % (docs/benchmarks.md,
-// Training, session 10). AVX2 (measured on Zen3 when the copy was introduced) keeps the
+// machine (AVX-512, 48 KiB L1) reading in place is slightly faster for the training
+// shapes (docs/benchmarks-history.md, Training). AVX2 (Zen3, 32 KiB L1) keeps the
 // copy past 2 * MR rows. Up to this many rows per task NN B is read in place:
 constexpr int64_t kNnInPlaceRows = W == 16 ? kMediumRows : 2 * MR;
 
