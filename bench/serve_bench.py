@@ -35,7 +35,8 @@ TITAN = os.path.join(ROOT, BUILD, "titan")
 OUT = os.path.join(ROOT, "outputs", "serve_bench")
 MODEL = os.path.join(OUT, "small")
 MAX_TOKENS = 64
-SHARED = os.environ.get("TITAN_SHARED", os.path.join(ROOT, "..", "shared"))
+# <SHARED>/data holds the data sets: the repository's data/ unless TITAN_SHARED is set.
+SHARED = os.environ.get("TITAN_SHARED", ROOT)
 
 
 def make_model():

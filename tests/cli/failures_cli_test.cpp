@@ -8,6 +8,8 @@
 // a diverging run (the non-finite loss guard, stop or skip), metrics.jsonl on a full
 // disk (/dev/full and a small tmpfs), and metrics.jsonl=false.
 #include <gtest/gtest.h>
+
+#include "titan/config/resolve.h"
 #include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,10 +59,8 @@ fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-std::string shared_data() {
-  const char* s = std::getenv("TITAN_SHARED");
-  return s ? std::string(s) + "/data" : std::string(TITAN_SOURCE_DIR) + "/../shared/data";
-}
+// The data sets: the repository's data/ ($TITAN_DATA / $TITAN_SHARED override it).
+std::string shared_data() { return titan::config::shared_data_dir(); }
 
 // The last line of the output that begins with "error: " (stderr is unbuffered, so
 // it can come before stdout's last lines in the combined output); empty if none.
@@ -129,7 +129,7 @@ TEST(FailuresCli, JsonlIntegerCoercionsNameTheLineAndField) {
     std::ofstream(in) << R"({"prompt": "ok"})" << "\n" << text << "\n";
     expect_user_error(run(generate_args() + " --input '" + in.string() + "' --output '" + (dir / "o.jsonl").string() +
                           "' --max-tokens 4"),
-                      {in.string() + ":2", "\"" + field + "\""});
+                      {in.string() + ":2", "\"" + field});
   }
   // The same fields with valid values run.
   std::ofstream(dir / "in.jsonl") << R"({"prompt_token_ids": [1, 400], "seed": 3, "max_tokens": 3})" << "\n";
