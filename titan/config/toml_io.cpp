@@ -179,9 +179,10 @@ struct TomlApplier {
 // impl::is_non_ascii_horizontal_whitespace for most code points in U+00A1..U+049A
 // (the Cyrillic 'Г' of `nГ = 1`, say): undefined behaviour, fixed upstream in 3.4.0.
 // It is asked about a non-ASCII character wherever whitespace may stand: outside
-// strings and comments, and after a line-ending backslash in a """ string. TOML 1.0
-// allows non-ASCII characters only inside strings and comments, so the first place
-// is a syntax error anyway; the second is valid TOML that titan refuses as well.
+// strings and comments, after a backslash (and any spaces after it) in a """ string,
+// and after a line-ending backslash there. TOML 1.0 allows non-ASCII characters only
+// inside strings and comments and has no such escape, so the first two places are
+// syntax errors anyway; the third is valid TOML that titan refuses as well.
 // Returns the 1-based line and column of the first such character, or {0, 0}.
 std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view t) {
   enum State { normal, comment, basic, literal, ml_basic, ml_literal } st = normal;
@@ -230,8 +231,11 @@ std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view
           else break;
         }
         if (c == '\\') {
+          // toml++ asks whether the escaped character is whitespace, and then whether
+          // each character after a run of spaces is: a non-ASCII one there is refused.
           size_t j = i + 1;
           while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r')) ++j;
+          if (j < t.size() && static_cast<unsigned char>(t[j]) >= 0x80) return {line, j - line_start + 1};
           if (j < t.size() && t[j] == '\n') after_line_backslash = true;
           else ++i;  // an escape: skip the escaped character
         } else if (c == '"' && run(i, '"') >= 3) {
@@ -255,7 +259,7 @@ std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view
 void apply_toml_text(const FieldTable& table, std::string_view text, const std::string& source) {
   if (auto [line, col] = non_ascii_where_toml_wants_whitespace(text); line != 0)
     fail("{}:{}:{}: TOML syntax error: a non-ASCII character where whitespace or a key may stand (allowed only "
-         "inside strings and comments, and not after a line-ending backslash)", source,
+         "inside strings and comments, and not after a backslash in a \"\"\" string)", source,
          line, col);
   toml::table doc;
   try {
