@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
 #include "titan/checkpoint/train_checkpoint.h"
 
@@ -32,32 +33,14 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using test::titan_exe;
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr
-};
-
 // `titan ARGS` (after environment assignments `env`, e.g. "A=1 ") with 2>&1.
+using Result = test::ShellResult;
+
 Result run(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + "'" + titan_exe() + "' " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  Result r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_shell(env + "'" + titan_exe() + "' " + args + " 2>&1");
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("titan_failures_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("failures_" + name); }
 
 // The data sets: the repository's data/ ($TITAN_DATA / $TITAN_SHARED override it).
 std::string shared_data() { return titan::config::shared_data_dir(); }

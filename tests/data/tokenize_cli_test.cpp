@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "tests/data/tokenizer_test_util.h"
+#include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
 
 namespace titan::data {
@@ -20,24 +21,12 @@ namespace fs = std::filesystem;
 // The titan program: $TITAN_BUILD/titan (set by CTest), else next to tests/.
 using titan::test::titan_exe;
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr
-};
+using Result = test::ShellResult;
 
 Result run(const std::string& args, const std::string& input) {
   const fs::path in = fs::path(::testing::TempDir()) / ("titan_tokenize_in_" + std::to_string(getpid()));
   std::ofstream(in, std::ios::binary) << input;
-  const std::string cmd = "'" + titan_exe() + "' tokenize " + args + " < '" + in.string() + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  Result r{-1, ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  Result r = test::run_shell("'" + titan_exe() + "' tokenize " + args + " < '" + in.string() + "' 2>&1");
   fs::remove(in);
   return r;
 }

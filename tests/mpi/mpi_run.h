@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
 
 namespace titan::test {
@@ -80,29 +81,5 @@ inline int run(const std::vector<std::string>& argv, const std::string& log) {
   p.wait();
   return p.exit_code();
 }
-
-inline std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("titan_mpi_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-inline std::vector<nlohmann::json> read_metrics(const std::string& dump) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream f(dump + "/metrics.jsonl");
-  for (std::string line; std::getline(f, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object()) rows.push_back(std::move(j));
-  }
-  return rows;
-}
-
-inline std::string file_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-inline bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 }  // namespace titan::test

@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/util/test_files.h"
+#include "tests/util/tiny_models.h"
 #include "titan/config/job_config.h"
 #include "titan/core/error.h"
 #include "titan/rl/controller.h"
@@ -31,28 +33,12 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("titan_rl_controller_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("rl_controller_" + name); }
 
 config::JobConfig tiny_job(const fs::path& dump) {
   config::JobConfig c;
   c.job.dump_folder = dump.string();
-  c.model.name = "qwen3";
-  c.model.tokenizer_path = "byte_chat";
-  c.model.vocab_size = 0;
-  c.model.dim = 64;
-  c.model.n_layers = 2;
-  c.model.n_heads = 4;
-  c.model.n_kv_heads = 2;
-  c.model.head_dim = 16;
-  c.model.ffn_hidden_dim = 128;
-  c.model.qk_norm = true;
-  c.model.tie_embeddings = true;
-  c.model.norm_eps = 1e-6;
+  test::set_tiny_chat_qwen3(c.model);
   c.training.seq_len = 512;  // context of the random-init model (prompt + completion)
   c.training.steps = 4;
   c.training.seed = 7;

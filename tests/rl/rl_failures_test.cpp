@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/util/test_files.h"
 #include "titan/core/error.h"
 #include "titan/rl/controller.h"
 #include "titan/rl/rubric.h"
@@ -22,12 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("titan_rl_failures_" + std::to_string(::getpid())) / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_dir("rl_failures_" + name); }
 
 config::JobConfig tiny_job(const fs::path& dump) {
   config::JobConfig c;

@@ -16,6 +16,8 @@
 #include "titan/rl/tasks.h"
 #include "titan/train/tensorboard.h"
 #include "titan/train/trainer.h"
+#include "tests/util/test_files.h"
+#include "tests/util/tiny_models.h"
 #include "tests/util/venv_python.h"
 
 using namespace titan;
@@ -27,13 +29,9 @@ namespace fs = std::filesystem;
 std::string readback(const fs::path& dump, int* status) {
   const std::string cmd = "'" + titan::test::venv_python() + "' '" + TITAN_SOURCE_DIR + "/tests/train/tb_readback.py' '" +
                           dump.string() + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  for (size_t n; p && (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
-  const int st = p ? pclose(p) : -1;
-  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
+  const test::ShellResult r = test::run_shell(cmd);
+  *status = r.code;
+  return r.out;
 }
 
 fs::path fresh(const std::string& name) {
@@ -68,16 +66,7 @@ TEST(TensorBoard, RLScalarsReadBack) {
   const fs::path dump = fresh("rl");
   config::JobConfig c;
   c.job.dump_folder = dump.string();
-  c.model.name = "qwen3";
-  c.model.tokenizer_path = "byte_chat";
-  c.model.dim = 64;
-  c.model.n_layers = 2;
-  c.model.n_heads = 4;
-  c.model.n_kv_heads = 2;
-  c.model.head_dim = 16;
-  c.model.ffn_hidden_dim = 128;
-  c.model.qk_norm = true;
-  c.model.tie_embeddings = true;
+  test::set_tiny_chat_qwen3(c.model);
   c.training.seq_len = 512;
   c.training.steps = 2;
   c.validation.enabled = false;

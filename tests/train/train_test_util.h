@@ -21,31 +21,12 @@
 #include "titan/config/resolve.h"
 #include "titan/core/fs.h"
 #include "titan/models/common/decoder.h"
+#include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
 
 namespace titan::test {
 
 namespace fs = std::filesystem;
-
-// A fresh, empty folder under the test temp dir (removed first if present).
-inline std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("titan_trainer_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-// metrics.jsonl as JSON objects, in file order (a line still being written by a
-// running child is skipped).
-inline std::vector<nlohmann::json> read_metrics(const std::string& dump) {
-  std::vector<nlohmann::json> rows;
-  std::ifstream f(dump + "/metrics.jsonl");
-  for (std::string line; std::getline(f, line);) {
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) rows.push_back(std::move(j));
-  }
-  return rows;
-}
 
 // step -> loss of the training rows (rows with a "loss").
 inline std::map<int64_t, double> losses(const std::vector<nlohmann::json>& rows) {
@@ -57,9 +38,6 @@ inline std::map<int64_t, double> losses(const std::vector<nlohmann::json>& rows)
     }
   return out;
 }
-
-// Bitwise equality of two doubles (JSON keeps the shortest round-trip text).
-inline bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Copies of a model's parameters, by name.
 inline std::map<std::string, std::vector<float>> snapshot(const models::Decoder& m) {

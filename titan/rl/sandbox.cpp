@@ -441,6 +441,35 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
       kill_members();
     }
   };
+  // The poll set of the four pipes still open (ids 0-3) and what a ready one drains into.
+  std::vector<pollfd> pfds;
+  std::vector<int> which;
+  auto poll_pipes = [&] {
+    pfds.clear();
+    which.clear();
+    auto add = [&](bool open, int fd, int id) {
+      if (open) {
+        pfds.push_back({fd, POLLIN, 0});
+        which.push_back(id);
+      }
+    };
+    add(open_out, out_r.fd, 0);
+    add(open_err, err_r.fd, 1);
+    add(open_res, res_r.fd, 2);
+    add(open_st, st_r.fd, 3);
+  };
+  auto drain_ready = [&](int n) {
+    for (size_t i = 0; n > 0 && i < pfds.size(); ++i) {
+      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      switch (which[i]) {
+        case 0: open_out = drain(out_r.fd, res.stdout_text, limits.output_bytes, res.stdout_truncated); break;
+        case 1: open_err = drain(err_r.fd, res.stderr_text, limits.output_bytes, res.stderr_truncated); break;
+        case 2: open_res = drain(res_r.fd, res.result_text, limits.output_bytes, res.result_truncated); break;
+        case 3: open_st = drain(st_r.fd, status_bytes, 64, st_trunc); break;
+        default: break;  // pidfd (id 4): the loop's waitpid picks it up
+      }
+    }
+  };
   while (true) {
     reap_supervisor(false);
     if (status_bytes.size() >= sizeof(int)) program_done = true;
@@ -464,19 +493,11 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
         }
       }
     }
-    std::vector<pollfd> pfds;
-    std::vector<int> which;
-    auto add = [&](bool open, int fd, int id) {
-      if (open) {
-        pfds.push_back({fd, POLLIN, 0});
-        which.push_back(id);
-      }
-    };
-    add(open_out, out_r.fd, 0);
-    add(open_err, err_r.fd, 1);
-    add(open_res, res_r.fd, 2);
-    add(open_st, st_r.fd, 3);
-    if (pidfd.fd >= 0) add(true, pidfd.fd, 4);
+    poll_pipes();
+    if (pidfd.fd >= 0) {
+      pfds.push_back({pidfd.fd, POLLIN, 0});
+      which.push_back(4);
+    }
     auto until = deadline;
     if (account || track) until = std::min(until, next_scan);
     int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count()) + 1;
@@ -484,16 +505,7 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
     ms = std::max(ms, 1);
     const int n = poll(pfds.data(), pfds.size(), ms);
     if (n < 0 && errno != EINTR) break;
-    for (size_t i = 0; n > 0 && i < pfds.size(); ++i) {
-      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      switch (which[i]) {
-        case 0: open_out = drain(out_r.fd, res.stdout_text, limits.output_bytes, res.stdout_truncated); break;
-        case 1: open_err = drain(err_r.fd, res.stderr_text, limits.output_bytes, res.stderr_truncated); break;
-        case 2: open_res = drain(res_r.fd, res.result_text, limits.output_bytes, res.result_truncated); break;
-        case 3: open_st = drain(st_r.fd, status_bytes, 64, st_trunc); break;
-        default: break;  // pidfd: the loop's waitpid picks it up
-      }
-    }
+    drain_ready(n);
   }
   // The program ended, was killed, or its supervisor died: end everything else.
   if (!killed) {
@@ -551,29 +563,10 @@ SandboxResult run_sandboxed(const std::vector<std::string>& argv_in, const std::
   // Drain what the pipes still hold (nothing of the sandbox can write any more).
   const auto drain_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   while ((open_out || open_err || open_res || open_st) && std::chrono::steady_clock::now() < drain_until) {
-    std::vector<pollfd> pfds;
-    std::vector<int> which;
-    auto add = [&](bool open, int fd, int id) {
-      if (open) {
-        pfds.push_back({fd, POLLIN, 0});
-        which.push_back(id);
-      }
-    };
-    add(open_out, out_r.fd, 0);
-    add(open_err, err_r.fd, 1);
-    add(open_res, res_r.fd, 2);
-    add(open_st, st_r.fd, 3);
+    poll_pipes();
     const int n = poll(pfds.data(), pfds.size(), 50);
     if (n < 0 && errno != EINTR) break;
-    for (size_t i = 0; n > 0 && i < pfds.size(); ++i) {
-      if (!(pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      switch (which[i]) {
-        case 0: open_out = drain(out_r.fd, res.stdout_text, limits.output_bytes, res.stdout_truncated); break;
-        case 1: open_err = drain(err_r.fd, res.stderr_text, limits.output_bytes, res.stderr_truncated); break;
-        case 2: open_res = drain(res_r.fd, res.result_text, limits.output_bytes, res.result_truncated); break;
-        default: open_st = drain(st_r.fd, status_bytes, 64, st_trunc); break;
-      }
-    }
+    drain_ready(n);
   }
   // Without a private /tmp (fallback as root): what the sandbox uid left in the
   // shared temporary directories goes too.
