@@ -6,10 +6,12 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "titan/core/error.h"
 #include "titan/distributed/process_group.h"
@@ -128,6 +130,10 @@ bool mpi_initialized_now() {
 
 std::once_flag g_once;
 std::shared_ptr<ProcessGroup> g_world;
+// A copy of MPI_COMM_WORLD used only by finish() on the error path.
+MPI_Comm g_exit_comm = MPI_COMM_NULL;
+// How long a failing rank waits in finish() for the other ranks to fail too.
+constexpr auto kExitGrace = std::chrono::seconds(3);
 
 void init_world() {
   if (!launched_by_mpi()) {
@@ -141,6 +147,7 @@ void init_world() {
               "rank {}: the MPI library gives thread level {}, MPI_THREAD_SERIALIZED needed", g_world_rank,
               provided);
   g_world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_exit_comm), "MPI_Comm_dup");
   start_watchdog(g_world_rank);
   // A program that returns from main without finish() (tests) still finalizes.
   std::atexit([] {
@@ -171,8 +178,21 @@ int finish(int rc) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (rc != 0 && size > 1) {
     // A failing rank ends the whole job: the others may wait in a collective for it.
+    // First it waits, at most kExitGrace, on a barrier of a communicator nothing else
+    // uses: when every rank fails (a bad layout is refused on all of them) they all
+    // reach it, so MPI_Abort kills none before it has printed its own error. A rank
+    // blocked elsewhere never joins, and the abort ends it after the grace.
     std::fflush(stdout);
     std::fflush(stderr);
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (MPI_Ibarrier(g_exit_comm, &req) == MPI_SUCCESS) {
+      const auto deadline = std::chrono::steady_clock::now() + kExitGrace;
+      int done = 0;
+      while (!done && std::chrono::steady_clock::now() < deadline) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
     MPI_Abort(MPI_COMM_WORLD, rc);
   }
   g_world.reset();
