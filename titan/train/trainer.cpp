@@ -314,6 +314,7 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   }
   sched_->apply(*opt_, step);
   opt_->step();
+  model_->update_expert_bias();
   opt_->zero_grad();
   return loss;
 }
@@ -483,6 +484,7 @@ TrainResult Trainer::train() {
       row["comm_bytes"] = fs.all_gather_bytes + fs.reduce_bytes;
       fsdp_->reset_stats();
     }
+    for (auto& [k, v] : model_->take_moe_metrics()) row[k] = v;
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) row["skipped_nonfinite"] = true;
     res.final_loss = loss;
     const bool last = done == total;

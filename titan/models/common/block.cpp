@@ -1,5 +1,6 @@
 #include "titan/models/common/block.h"
 
+#include "titan/models/ffn/moe.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::models {
@@ -24,8 +25,9 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       ffn = feed_forward;
       break;
     case FfnKind::moe:
-      fail("model config: layer {} is a mixture-of-experts layer (num_experts = {}), which this build does not provide",
-           layer_id, cfg.num_experts);
+      moe = register_module("moe", std::make_unique<MoE>(cfg, layer_id));
+      ffn = moe;
+      break;
   }
   attention_norm = register_module("attention_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
   ffn_norm = register_module("ffn_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));

@@ -51,6 +51,9 @@ struct TransformerConfig {
   int64_t topk_group = 1;             // groups kept per token
   double routed_scaling_factor = 1.0; // multiplies the routed experts' combined output
   double router_aux_loss_coef = 0.0;  // sequence-level load-balancing loss weight (0 = off)
+  // Aux-loss-free balancing rate of the sigmoid router's expert bias (TorchTitan
+  // load_balance_coeff; 0 = the bias is not updated). Not an HF config field.
+  double load_balance_coeff = 0.0;
 
   // ---- hybrid linear attention (Qwen3-Next). layer_types[l] is "full_attention" (the
   // gqa mixer) or "linear_attention" (the Gated DeltaNet mixer, models/mixers/gdn.h);

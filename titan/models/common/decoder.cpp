@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "titan/autograd/checkpoint.h"
+#include "titan/models/ffn/moe.h"
 #include "titan/nn/hooks.h"
 #include "titan/autograd/node.h"
 #include "titan/ops/elementwise.h"
@@ -274,6 +275,43 @@ void Decoder::init_weights(const nn::InitContext& ctx) {
   for (TransformerBlock* b : layers) b->init_weights(ctx);
   norm->init_weights(ctx);
   if (output) output->init(ctx, nn::InitRole::lm_head, -1);
+}
+
+void Decoder::update_expert_bias() {
+  for (TransformerBlock* b : layers)
+    if (b->moe) b->moe->update_expert_bias();
+}
+
+std::map<std::string, double> Decoder::take_moe_metrics() {
+  std::map<std::string, double> m;
+  double max_load = 0, ent = 0, aux = 0;
+  int64_t tokens = 0, moe_layers = 0, aux_layers = 0;
+  for (TransformerBlock* b : layers) {
+    if (!b->moe) continue;
+    const MoEStats& s = b->moe->stats();
+    ++moe_layers;
+    if (s.tokens > 0) {
+      int64_t mx = 0, tot = 0;
+      for (int64_t v : s.tokens_per_expert) {
+        mx = std::max(mx, v);
+        tot += v;
+      }
+      const double mean = static_cast<double>(tot) / static_cast<double>(s.tokens_per_expert.size());
+      max_load = std::max(max_load, static_cast<double>(mx) / mean);
+      ent += s.entropy_sum;
+      tokens += s.tokens;
+    }
+    if (s.aux_batches > 0) {
+      aux += s.aux_loss_sum / static_cast<double>(s.aux_batches);
+      ++aux_layers;
+    }
+    b->moe->reset_stats();
+  }
+  if (moe_layers == 0 || tokens == 0) return m;
+  m["moe_max_load"] = max_load;
+  m["moe_router_entropy"] = ent / static_cast<double>(tokens);
+  if (aux_layers > 0) m["moe_aux_loss"] = aux;
+  return m;
 }
 
 }  // namespace titan::models

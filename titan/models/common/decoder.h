@@ -5,6 +5,8 @@
 // Parameter names follow TorchTitan (tok_embeddings, layers.{i}.attention.wq, ...,
 // norm, output); each family's state-dict adapter maps them to Hugging Face names.
 #pragma once
+#include <map>
+#include <string>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +67,16 @@ class Decoder : public nn::Module {
   // changed parameter shapes). The LM head is repacked too (the embedding when tied,
   // whose rows embedding_panels then gathers); an untied embedding keeps its layout.
   void repack_for_decode();
+
+  // MoE layers (models/ffn/moe.h). After each optimizer step: every MoE layer's
+  // aux-loss-free expert-bias update from the loads of the step's training forwards.
+  void update_expert_bias();
+  // The MoE layers' counters since the last call, then cleared; empty for a dense model.
+  // moe_max_load: the largest max_e(load_e) / mean_e(load_e) over the layers;
+  // moe_router_entropy: router entropy (nats) averaged over layers and tokens;
+  // moe_aux_loss: the layers' sequence aux losses, averaged over the forwards, summed
+  // over layers (present when router_aux_loss_coef > 0).
+  std::map<std::string, double> take_moe_metrics();
 
   const TransformerConfig& config() const { return cfg_; }
   ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::none;

@@ -1,0 +1,128 @@
+// The mixture-of-experts feed-forward (DESIGN.md §7): a router picks K of E routed
+// experts per token, the experts run as one grouped GEMM over the tokens sorted by
+// expert (dropless: no capacity limit, ops/grouped_matmul.h), and each token's K
+// outputs are combined in ascending expert index, plus optional shared experts.
+//
+// Parameter names (TorchTitan): moe.router.gate.weight (E, D); moe.experts.w1 (E, F, D),
+// moe.experts.w2 (E, D, F), moe.experts.w3 (E, F, D) (F = moe_intermediate_size; the
+// expert is w2(silu(w1 x) * w3 x)); moe.shared_experts.w1/w2/w3.weight (a SwiGLU of
+// width n_shared_experts * F); buffer moe.expert_bias (E) with the sigmoid router
+// (HF e_score_correction_bias).
+//
+// Routers (fp32, logits = gate(x) through the batch-invariant GEMM):
+//   softmax (Qwen3-MoE, transformers Qwen3MoeTopKRouter): p = softmax(logits); the K
+//     largest p; weights = those p, divided by their sum when norm_topk_prob.
+//   sigmoid (DeepSeek-V3 / Kimi K2 "noaux_tc", transformers DeepseekV3TopkRouter):
+//     s = sigmoid(logits), c = s + expert_bias; the E experts form n_group groups of
+//     E / n_group; a group scores the sum of its two largest c; the topk_group best
+//     groups are kept, the other experts' c set to -inf; the K largest c are chosen;
+//     weights = their s (not c), divided by (sum + 1e-20) when norm_topk_prob;
+//     then times routed_scaling_factor.
+// Every ranking sends ties to the lower index (expert or group). A token's chosen
+// experts are kept in ascending expert index, which is the order its expert outputs
+// are summed in (out = 0 + w_1 y_1 + w_2 y_2 + ...). Nothing a token computes depends on
+// the other tokens of the batch, so its output has the same bits in any batch and with
+// any thread count.
+//
+// Aux-loss-free balancing (DeepSeek-V3 §2.1.2, TorchTitan load_balance_coeff): during
+// training forwards the layer counts the tokens routed to each expert; after each
+// optimizer step update_expert_bias() adds
+//     delta_e = coeff * sign(mean_load - load_e),  minus mean(delta)
+// to expert_bias (not a parameter: the optimizer never sees it).
+//
+// Sequence-level aux loss (DeepSeek-V3 eqs. 17-20), router_aux_loss_coef = alpha > 0,
+// trainer path only: per sequence of T tokens (batch.cu_seqlens)
+//     L = alpha * sum_i f_i P_i,  f_i = E / (K T) * #{t : i chosen for t},
+//     P_i = mean_t s'_{i,t},  s' = the scores normalised to sum 1 per token,
+// averaged over the sequences of the batch. Its gradient (d L / d logits, f held
+// constant) is attached to the layer's output by an identity node, as DeepSeek's
+// reference does: the aux loss enters backward with weight 1 whatever the trainer's
+// loss scaling. Its value is reported in the layer's stats.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "titan/models/common/layers.h"
+#include "titan/models/ffn/dense.h"
+
+namespace titan::models {
+
+// One token's routing: K expert ids in ascending order and the (T, K) weights.
+struct RouterOutput {
+  Tensor weights;               // (T, K) f32, differentiable w.r.t. the gate weight and x
+  std::vector<int32_t> experts; // T * K ids, ascending per token
+  Tensor logits;                // (T, E) f32 router logits
+  Tensor scores;                // (T, E) f32 softmax or sigmoid scores (no bias)
+};
+
+class Router : public nn::Module {
+ public:
+  Router(const TransformerConfig& cfg, int layer_id);
+  // x (T, D) f32; expert_bias (E) f32 or undefined (softmax router). Math in the file
+  // comment above.
+  RouterOutput forward(const Tensor& x, const Tensor& expert_bias) const;
+  void init_weights(const nn::InitContext& ctx) override;  // gate: InitRole::in_proj
+  Linear* gate;
+
+ private:
+  int64_t E_, K_, n_group_, topk_group_;
+  bool sigmoid_, norm_topk_prob_;
+  double routed_scaling_factor_;
+  int layer_id_;
+};
+
+// The routed experts' weights, stacked: w1 (E, F, D), w2 (E, D, F), w3 (E, F, D).
+class GroupedExperts : public nn::Module {
+ public:
+  GroupedExperts(int64_t num_experts, int64_t dim, int64_t hidden, int layer_id);
+  // xs (N, D) rows sorted by expert, offsets E + 1 row offsets -> (N, D):
+  // w2_e(silu(w1_e x) * w3_e x) for each row of expert e (grouped_linear).
+  Tensor forward(const Tensor& xs, const std::vector<int64_t>& offsets) const;
+  // w1 in_proj, w2 out_proj, w3 up_proj (nn::InitRole), as the dense SwiGLU.
+  void init_weights(const nn::InitContext& ctx) override;
+  Tensor w1, w2, w3;
+
+ private:
+  int layer_id_;
+};
+
+// Counters a layer keeps over the training forwards since the last reset.
+struct MoEStats {
+  std::vector<int64_t> tokens_per_expert;  // (E) tokens routed to each expert
+  int64_t tokens = 0;                      // tokens routed
+  double entropy_sum = 0;                  // sum over tokens of the router entropy (nats)
+  double aux_loss_sum = 0;                 // sum of the batches' sequence aux losses
+  int64_t aux_batches = 0;                 // forwards that computed it
+};
+
+class MoE : public FeedForwardBase {
+ public:
+  MoE(const TransformerConfig& cfg, int layer_id);
+  // x (T, D) -> (T, D). Stores the (T, K) i32 expert ids at
+  // (*batch.routed_experts)[layer_id] when that sink is set. Counts stats while grad
+  // mode is on (training forwards).
+  Tensor forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const override;
+  void init_weights(const nn::InitContext& ctx) override;  // expert_bias = 0
+  void repack_for_decode() override;  // shared experts only (the grouped weights stay)
+
+  // After an optimizer step: applies the aux-loss-free bias update from the loads
+  // counted since the last call (no-op when load_balance_coeff is 0 or nothing was
+  // routed), then clears those loads.
+  void update_expert_bias();
+  const MoEStats& stats() const { return stats_; }
+  void reset_stats();
+
+  Router* router;
+  GroupedExperts* experts;
+  FeedForward* shared_experts = nullptr;  // null when n_shared_experts = 0
+  Tensor expert_bias;                     // (E) buffer; undefined with the softmax router
+
+ private:
+  int64_t E_, K_;
+  double aux_coef_, load_balance_coeff_;
+  int layer_id_;
+  mutable MoEStats stats_;
+  mutable std::vector<int64_t> pending_load_;  // loads for the next bias update
+};
+
+}  // namespace titan::models
