@@ -190,8 +190,10 @@ TEST(HFConfig, Errors) {
   EXPECT_TRUE(throws_with(load, {p, "num_key_value_heads (5)", "divide num_attention_heads (32)"}));
   with([](json& j) { j["vocab_size"] = 0; });
   EXPECT_TRUE(throws_with(load, {p, "'vocab_size' must be positive"}));
+  with([](json& j) { j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; });
+  EXPECT_TRUE(throws_with(load, {p, "unsupported rope_scaling rope_type 'longrope'", "llama3, yarn"}));
   with([](json& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
-  EXPECT_TRUE(throws_with(load, {p, "unsupported rope_scaling rope_type 'yarn'", "llama3"}));
+  EXPECT_TRUE(throws_with(load, {p, "rope_type yarn needs a positive 'original_max_position_embeddings'"}));
   with([](json& j) { j["rope_scaling"].erase("low_freq_factor"); });
   EXPECT_TRUE(throws_with(load, {p, "missing 'low_freq_factor'"}));
   with([](json& j) { j["tie_word_embeddings"] = 1; });

@@ -79,9 +79,29 @@ std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::strin
   auto type = f.str("rope_type");
   if (!type) type = f.str("type");  // older configs
   if (!type || *type == "default") return std::nullopt;
-  if (*type != "llama3")
-    fail("{}: unsupported {} rope_type '{}' (supported: llama3, default, or null)", where, key, *type);
+  if (*type != "llama3" && *type != "yarn")
+    fail("{}: unsupported {} rope_type '{}' (supported: llama3, yarn, default, or null)", where, key, *type);
   HFRopeScaling s;
+  if (*type == "yarn") {
+    s.rope_type = "yarn";
+    auto factor = f.f64("factor");
+    if (!factor || !(*factor > 0)) fail("{}: {} of rope_type yarn needs a positive 'factor'", where, key);
+    s.factor = *factor;
+    auto omax = f.i64("original_max_position_embeddings");
+    if (!omax || *omax <= 0)
+      fail("{}: {} of rope_type yarn needs a positive 'original_max_position_embeddings'", where, key);
+    s.original_max_position_embeddings = *omax;
+    s.beta_fast = f.f64("beta_fast").value_or(32.0);
+    s.beta_slow = f.f64("beta_slow").value_or(1.0);
+    if (!(s.beta_fast >= s.beta_slow && s.beta_slow > 0))
+      fail("{}: {}: yarn needs beta_fast ({}) >= beta_slow ({}) > 0", where, key, s.beta_fast, s.beta_slow);
+    s.mscale = f.f64("mscale").value_or(0.0);
+    s.mscale_all_dim = f.f64("mscale_all_dim").value_or(0.0);
+    if (auto af = f.f64("attention_factor"))
+      fail("{}: {}.attention_factor = {} is not supported (titan derives it from mscale / mscale_all_dim)", where,
+           key, *af);
+    return s;
+  }
   auto need = [&](const char* k) {
     auto v = f.f64(k);
     if (!v) fail("{}: {} of rope_type llama3 is missing '{}'", where, key, k);
@@ -123,12 +143,17 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     if (c.model_type == "llama") c.architectures = {"LlamaForCausalLM"};
     else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
     else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
+    else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
   if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
-  if (c.model_type.empty()) c.model_type = c.is_llama() ? "llama" : c.is_qwen3_next() ? "qwen3_next" : "qwen3";
+  if (c.model_type.empty())
+    c.model_type = c.is_llama() ? "llama" : c.is_qwen3_next() ? "qwen3_next" : c.is_deepseek_v3() ? "deepseek_v3" : "qwen3";
+  if (c.is_deepseek_v3() && c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")
+    fail("{}: model_type '{}' is not one titan knows for DeepseekV3ForCausalLM (deepseek_v3, kimi_k2)", where,
+         c.model_type);
 
   c.hidden_size = f.required_i64("hidden_size");
   c.intermediate_size = f.required_i64("intermediate_size");
@@ -230,7 +255,16 @@ json hf_config_to_json(const HFConfig& c) {
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
   if (c.partial_rotary_factor != 1.0) j["partial_rotary_factor"] = c.partial_rotary_factor;
-  if (c.rope_scaling) {
+  if (c.rope_scaling && c.rope_scaling->rope_type == "yarn") {
+    const HFRopeScaling& s = *c.rope_scaling;
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", s.factor},
+                         {"original_max_position_embeddings", s.original_max_position_embeddings},
+                         {"beta_fast", s.beta_fast},
+                         {"beta_slow", s.beta_slow}};
+    if (s.mscale != 0) j["rope_scaling"]["mscale"] = s.mscale;
+    if (s.mscale_all_dim != 0) j["rope_scaling"]["mscale_all_dim"] = s.mscale_all_dim;
+  } else if (c.rope_scaling) {
     const HFRopeScaling& s = *c.rope_scaling;
     j["rope_scaling"] = {{"rope_type", s.rope_type},
                          {"factor", s.factor},

@@ -14,16 +14,21 @@
 namespace titan {
 
 inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM",
-                                                          "Qwen3NextForCausalLM"};
+                                                          "Qwen3NextForCausalLM", "DeepseekV3ForCausalLM"};
 
-// Llama 3.1/3.2 frequency-dependent RoPE scaling (rope_type "llama3"); source:
-// transformers modeling_rope_utils._compute_llama3_parameters.
+// RoPE scaling: Llama 3.1/3.2 frequency bands (rope_type "llama3"; transformers
+// modeling_rope_utils._compute_llama3_parameters) or YaRN (rope_type "yarn", as
+// DeepSeek-V3 / Kimi K2 configure it; _compute_yarn_parameters).
 struct HFRopeScaling {
   std::string rope_type = "llama3";
   double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
   int64_t original_max_position_embeddings = 8192;
+  double beta_fast = 32.0;        // yarn (default 32)
+  double beta_slow = 1.0;         // yarn (default 1)
+  double mscale = 0.0;            // yarn; 0 = absent
+  double mscale_all_dim = 0.0;    // yarn; 0 = absent
 };
 
 struct HFConfig {
@@ -52,6 +57,7 @@ struct HFConfig {
   bool is_llama() const { return architecture() == "LlamaForCausalLM"; }
   bool is_qwen3() const { return architecture() == "Qwen3ForCausalLM"; }
   bool is_qwen3_next() const { return architecture() == "Qwen3NextForCausalLM"; }
+  bool is_deepseek_v3() const { return architecture() == "DeepseekV3ForCausalLM"; }
 };
 
 // Parses a config object. `source` names it in errors ("config.json <source>: ...").
@@ -60,7 +66,8 @@ struct HFConfig {
 // intermediate_size, num_hidden_layers, num_attention_heads, vocab_size), a field
 // of the wrong JSON type, non-positive sizes, H % Hkv != 0, D % H != 0 without an
 // explicit head_dim, an unsupported rope_scaling type (only "llama3" and
-// "default"/null are).
+// "default"/null are), model_type other than deepseek_v3 / kimi_k2 for
+// DeepseekV3ForCausalLM.
 HFConfig parse_hf_config(const nlohmann::json& j, const std::string& source);
 
 // Reads `path` (a config.json, or a directory containing one).

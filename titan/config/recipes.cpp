@@ -108,6 +108,20 @@ JobConfig qwen3_next_debugmodel() {
   return c;
 }
 
+// debugmodel as DeepSeek-V3 with every feed-forward dense: 4 MLA layers (YaRN RoPE,
+// q low-rank), dim 64, byte tokens, from the shipped HF config.json
+// (recipes/deepseek_v3_dense_debugmodel.json; first_k_dense_replace = num_hidden_layers).
+JobConfig deepseek_v3_dense_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as DeepSeek-V3 with dense feed-forwards (MLA, YaRN), byte tokens";
+  c.model.name = "deepseek_v3";
+  c.model.hf_config = "recipes/deepseek_v3_dense_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 // A small Qwen3-style chat model (q/k RMSNorm, GQA, tied embeddings) trained from
 // scratch on alphabet_sort demonstrations (rl/sft_data.h: loss on the assistant's
 // tokens only) with the byte_chat tokenizer; the starting policy of alphabet_sort_grpo.
@@ -174,6 +188,8 @@ struct Registry {
        alphabet_sort_sft},
       {"alphabet_sort_grpo", "GRPO on alphabet_sort from the alphabet_sort_sft export (titan rl), ~5 min",
        alphabet_sort_grpo},
+      {"deepseek_v3_dense_debugmodel", "debugmodel as DeepSeek-V3 (MLA, YaRN RoPE) with dense feed-forwards",
+       deepseek_v3_dense_debugmodel},
       {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},
       {"qwen3_next_debugmodel", "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention)",

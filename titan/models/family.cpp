@@ -8,10 +8,15 @@ namespace titan::models {
 Family make_llama3_family();
 Family make_qwen3_family();
 Family make_qwen3_next_family();
+Family make_deepseek_v3_family();
+Family make_kimi_k2_family();
+void read_deepseek_v3_fields(const HFConfig& hf, TransformerConfig& c);   // models/deepseek_v3
+void write_deepseek_v3_fields(const TransformerConfig& c, HFConfig& h);  // models/deepseek_v3
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(), make_qwen3_family(),
-                                           make_qwen3_next_family()};
+                                           make_qwen3_next_family(), make_deepseek_v3_family(),
+                                           make_kimi_k2_family()};
   return fams;
 }
 
@@ -86,6 +91,11 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   c.rms_norm_eps = hf.rms_norm_eps;
   c.rope_theta = hf.rope_theta;
   if (hf.rope_scaling) {
+    c.rope_scaling.rope_type = hf.rope_scaling->rope_type;
+    c.rope_scaling.beta_fast = hf.rope_scaling->beta_fast;
+    c.rope_scaling.beta_slow = hf.rope_scaling->beta_slow;
+    c.rope_scaling.mscale = hf.rope_scaling->mscale;
+    c.rope_scaling.mscale_all_dim = hf.rope_scaling->mscale_all_dim;
     c.rope_scaling.factor = hf.rope_scaling->factor;
     c.rope_scaling.low_freq_factor = hf.rope_scaling->low_freq_factor;
     c.rope_scaling.high_freq_factor = hf.rope_scaling->high_freq_factor;
@@ -95,6 +105,7 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   c.attention_bias = hf.attention_bias;
   if (hf.bos_token_id) c.bos_token_id = *hf.bos_token_id;
   if (!hf.eos_token_id.empty()) c.eos_token_id = hf.eos_token_id[0];
+  if (hf.is_deepseek_v3()) read_deepseek_v3_fields(hf, c);
   c.validate();
   return c;
 }
@@ -116,6 +127,11 @@ HFConfig config_to_hf(const TransformerConfig& c) {
   h.rope_theta = c.rope_theta;
   if (c.rope_scaling.factor > 0) {
     HFRopeScaling rs;
+    rs.rope_type = c.rope_scaling.rope_type;
+    rs.beta_fast = c.rope_scaling.beta_fast;
+    rs.beta_slow = c.rope_scaling.beta_slow;
+    rs.mscale = c.rope_scaling.mscale;
+    rs.mscale_all_dim = c.rope_scaling.mscale_all_dim;
     rs.factor = c.rope_scaling.factor;
     rs.low_freq_factor = c.rope_scaling.low_freq_factor;
     rs.high_freq_factor = c.rope_scaling.high_freq_factor;
@@ -137,6 +153,7 @@ HFConfig config_to_hf(const TransformerConfig& c) {
     h.extra["num_experts"] = c.num_experts;
     h.extra["mlp_only_layers"] = c.mlp_only_layers;
   }
+  if (c.is_mla()) write_deepseek_v3_fields(c, h);
   h.torch_dtype = "float32";
   return h;
 }
@@ -164,6 +181,17 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"attention.A_log", "linear_attn.A_log"},
       {"attention.norm.weight", "linear_attn.norm.weight"},
       {"attention.out_proj.weight", "linear_attn.out_proj.weight"},
+      {"attention.q_proj.weight", "self_attn.q_proj.weight"},
+      {"attention.q_a_proj.weight", "self_attn.q_a_proj.weight"},
+      {"attention.q_a_proj.bias", "self_attn.q_a_proj.bias"},
+      {"attention.q_a_layernorm.weight", "self_attn.q_a_layernorm.weight"},
+      {"attention.q_b_proj.weight", "self_attn.q_b_proj.weight"},
+      {"attention.kv_a_proj_with_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight"},
+      {"attention.kv_a_proj_with_mqa.bias", "self_attn.kv_a_proj_with_mqa.bias"},
+      {"attention.kv_a_layernorm.weight", "self_attn.kv_a_layernorm.weight"},
+      {"attention.kv_b_proj.weight", "self_attn.kv_b_proj.weight"},
+      {"attention.o_proj.weight", "self_attn.o_proj.weight"},
+      {"attention.o_proj.bias", "self_attn.o_proj.bias"},
       {"attention_norm.weight", "input_layernorm.weight"},
       {"ffn_norm.weight", "post_attention_layernorm.weight"},
   };

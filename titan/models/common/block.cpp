@@ -17,6 +17,10 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       gdn = register_module("attention", std::make_unique<GatedDeltaNet>(cfg, layer_id));
       mixer = gdn;
       break;
+    case MixerKind::mla:
+      mla = register_module("attention", std::make_unique<MultiHeadLatentAttention>(cfg, layer_id, std::move(rope)));
+      mixer = mla;
+      break;
   }
   switch (spec.ffn) {
     case FfnKind::dense:

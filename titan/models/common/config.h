@@ -8,12 +8,20 @@
 
 namespace titan::models {
 
-// Llama-3 RoPE frequency scaling (HF rope_type "llama3"); factor 0 = off.
+// RoPE frequency scaling (HF rope_scaling); factor 0 = off. rope_type "llama3": Llama 3.1
+// frequency bands (low/high_freq_factor); "yarn": YaRN (Peng et al. 2023) as DeepSeek-V3
+// configures it (beta_fast/beta_slow correction range, mscale/mscale_all_dim attention
+// factor; models/common/rope_yarn.h).
 struct RopeScaling {
   double factor = 0.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  std::string rope_type = "llama3";  // llama3 | yarn
+  double beta_fast = 32.0;      // yarn
+  double beta_slow = 1.0;       // yarn
+  double mscale = 0.0;          // yarn: 0 = absent
+  double mscale_all_dim = 0.0;  // yarn: 0 = absent
 };
 
 struct TransformerConfig {
@@ -70,7 +78,19 @@ struct TransformerConfig {
   bool attn_output_gate = false;       // q_proj also yields a per-head gate: out *= sigmoid(gate)
   bool norm_unit_offset = false;       // RMSNorm weights applied as (1 + w), stored as w (init 0)
 
+  // ---- Multi-head Latent Attention (DeepSeek-V2/V3, Kimi K2; models/mixers/mla.h).
+  // kv_lora_rank > 0 makes every layer an MLA layer: queries through a q_lora_rank
+  // bottleneck (0 = HF null: one q_proj), keys/values from a kv_lora_rank latent plus a
+  // shared qk_rope_head_dim RoPE key; head_dim is then qk_rope_head_dim (as HF sets it).
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool rope_interleave = true;  // RoPE pairs (2i, 2i+1) of the rope dims (HF default)
+
   bool is_moe() const { return num_experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
   // Whether layer l is a Gated DeltaNet layer (layer_types[l] == "linear_attention").
   bool is_linear_attention_layer(int64_t l) const;
   // RoPE dims per head: head_dim * partial_rotary_factor.

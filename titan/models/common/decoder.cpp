@@ -1,5 +1,6 @@
 #include "titan/models/common/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "titan/autograd/checkpoint.h"
@@ -27,8 +28,20 @@ int64_t ffn_params(const TransformerConfig& c, int64_t l, bool active) {
 }
 }  // namespace
 
+// Parameters of an MLA layer (models/mixers/mla.h): q (low-rank or one q_proj),
+// kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj (+ biases of q_a, kv_a and o).
+static int64_t mla_params(const TransformerConfig& c) {
+  const int64_t D = c.hidden_size, H = c.num_attention_heads, qk = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  int64_t n = c.q_lora_rank > 0 ? D * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * H * qk : D * H * qk;
+  n += D * (c.kv_lora_rank + c.qk_rope_head_dim) + c.kv_lora_rank +
+       c.kv_lora_rank * H * (c.qk_nope_head_dim + c.v_head_dim) + H * c.v_head_dim * D;
+  if (c.attention_bias) n += (c.q_lora_rank > 0 ? c.q_lora_rank : 0) + c.kv_lora_rank + c.qk_rope_head_dim + D;
+  return n;
+}
+
 // Parameters of layer l's token mixer (attn: those of a gqa layer).
 static int64_t mixer_params(const TransformerConfig& c, int64_t l, int64_t attn) {
+  if (c.is_mla() && !c.is_linear_attention_layer(l)) return mla_params(c);
   if (!c.is_linear_attention_layer(l)) return attn;
   const int64_t D = c.hidden_size, Hv = c.linear_num_value_heads;
   const int64_t kd = c.linear_num_key_heads * c.linear_key_head_dim, vd = Hv * c.linear_value_head_dim;
@@ -99,6 +112,23 @@ void TransformerConfig::validate() const {
                   "model config: linear_conv_kernel_dim must be in [1, 64], got {}", linear_conv_kernel_dim);
     }
   }
+  if (is_mla()) {
+    pos("qk_nope_head_dim", qk_nope_head_dim);
+    pos("qk_rope_head_dim", qk_rope_head_dim);
+    pos("v_head_dim", v_head_dim);
+    TITAN_CHECK(q_lora_rank >= 0, "model config: q_lora_rank must be >= 0 (0 = null), got {}", q_lora_rank);
+    TITAN_CHECK(head_dim == qk_rope_head_dim,
+                "model config: head_dim ({}) must equal qk_rope_head_dim ({}) in an MLA model (the RoPE dims)",
+                head_dim, qk_rope_head_dim);
+    TITAN_CHECK(std::max(qk_nope_head_dim + qk_rope_head_dim, v_head_dim) <= 256,
+                "model config: qk_nope_head_dim + qk_rope_head_dim = {} and v_head_dim = {} must be <= 256 (the "
+                "attention kernels' head-dim limit)", qk_nope_head_dim + qk_rope_head_dim, v_head_dim);
+    TITAN_CHECK(layer_types.empty(), "model config: layer_types is not supported with MLA (kv_lora_rank = {})",
+                kv_lora_rank);
+  }
+  if (rope_scaling.factor > 0)
+    TITAN_CHECK(rope_scaling.rope_type == "llama3" || rope_scaling.rope_type == "yarn",
+                "model config: rope_scaling.rope_type '{}' is not supported (llama3, yarn)", rope_scaling.rope_type);
   TITAN_CHECK(partial_rotary_factor > 0 && partial_rotary_factor <= 1 && rotary_dim() % 2 == 0 &&
                   rotary_dim() >= 2,
               "model config: partial_rotary_factor = {} must give an even rotary dim in [2, head_dim = {}]",
@@ -136,13 +166,17 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
   int64_t attn = D * num_attention_heads * head_dim * 2 + D * num_key_value_heads * head_dim * 2;
   if (attn_output_gate) attn += D * num_attention_heads * head_dim;
   double matmul = ffn + static_cast<double>(vocab_size) * D, mix = 0;
+  // MLA's q_a_layernorm / kv_a_layernorm are inside mixer_params but are norms.
+  if (is_mla()) matmul -= static_cast<double>(L) * static_cast<double>(kv_lora_rank + q_lora_rank);
   for (int64_t l = 0; l < L; ++l) {
     matmul += static_cast<double>(mixer_params(*this, l, attn));
     // Softmax attention: 2·Dh per head per key over seq_len keys (QKᵀ and PV);
     // Gated DeltaNet: ~4 passes over the (Dk, Dv) state per value head.
+    // MLA: QKᵀ over nope + rope dims, PV over v_head_dim.
     mix += is_linear_attention_layer(l)
                ? 4.0 * linear_num_value_heads * linear_key_head_dim * linear_value_head_dim
-               : num_attention_heads * 2.0 * head_dim * seq_len;
+           : is_mla() ? num_attention_heads * static_cast<double>(qk_nope_head_dim + qk_rope_head_dim + v_head_dim) * seq_len
+                      : num_attention_heads * 2.0 * head_dim * seq_len;
   }
   return 6.0 * matmul + 6.0 * mix;
 }

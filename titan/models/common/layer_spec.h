@@ -11,9 +11,9 @@
 namespace titan::models {
 
 // Token mixers. gqa: grouped-query softmax attention (models/mixers/attention.h).
-// gdn: Gated DeltaNet (models/mixers/gdn.h). Planned kinds (mla, dsa, kda) are added
-// here with their mixer class.
-enum class MixerKind { gqa, gdn };
+// gdn: Gated DeltaNet (models/mixers/gdn.h). mla: Multi-head Latent Attention
+// (models/mixers/mla.h). Planned kinds (dsa, kda) are added here with their mixer class.
+enum class MixerKind { gqa, gdn, mla };
 // Feed-forwards. dense: SwiGLU (models/ffn/dense.h); moe: routed experts
 // (models/ffn/moe.h).
 enum class FfnKind { dense, moe };
@@ -30,7 +30,7 @@ struct LayerSpec {
 };
 
 // One LayerSpec per layer (cfg.num_hidden_layers of them): gdn where layer_types says
-// "linear_attention", gqa attention elsewhere, window = sliding_window (gqa layers),
+// "linear_attention", mla when cfg.is_mla(), gqa attention elsewhere, window = sliding_window (gqa layers),
 // ffn = moe where cfg.is_moe_layer(l).
 std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg);
 

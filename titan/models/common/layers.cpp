@@ -1,5 +1,7 @@
 #include "titan/models/common/layers.h"
 
+#include "titan/models/common/rope_yarn.h"
+
 #include <cmath>
 
 #include "titan/ops/elementwise.h"
@@ -43,6 +45,8 @@ Tensor RMSNorm::forward(const Tensor& x) const {
 }
 
 RopeCache build_rope_tables(const TransformerConfig& cfg) {
+  if (cfg.rope_scaling.factor > 0 && cfg.rope_scaling.rope_type == "yarn")
+    return yarn_rope_tables(cfg.max_position_embeddings, cfg.rotary_dim(), cfg.rope_theta, cfg.rope_scaling);
   titan::RopeScaling sc;
   if (cfg.rope_scaling.factor > 0) {
     sc.kind = titan::RopeScaling::Kind::llama3;
