@@ -16,6 +16,10 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       gdn = register_module("attention", std::make_unique<GatedDeltaNet>(cfg, layer_id));
       mixer = gdn;
       break;
+    case MixerKind::kda:
+      kda = register_module("attention", std::make_unique<KimiDeltaAttention>(cfg, layer_id));
+      mixer = kda;
+      break;
   }
   switch (spec.ffn) {
     case FfnKind::dense:

@@ -9,6 +9,7 @@
 #include "titan/models/ffn/dense.h"
 #include "titan/models/mixers/attention.h"
 #include "titan/models/mixers/gdn.h"
+#include "titan/models/mixers/kda.h"
 
 namespace titan::models {
 
@@ -32,6 +33,7 @@ class TransformerBlock : public nn::Module {
   // Typed views of mixer / ffn (null when the layer has another kind).
   Attention* attention = nullptr;
   GatedDeltaNet* gdn = nullptr;
+  KimiDeltaAttention* kda = nullptr;
   FeedForward* feed_forward = nullptr;
   MoE* moe = nullptr;
 };

@@ -8,6 +8,7 @@ const char* mixer_kind_name(MixerKind k) {
   switch (k) {
     case MixerKind::gqa: return "gqa";
     case MixerKind::gdn: return "gdn";
+    case MixerKind::kda: return "kda";
   }
   return "?";
 }
@@ -40,7 +41,9 @@ std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
   std::vector<LayerSpec> out;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerSpec s;
-    s.mixer = cfg.is_linear_attention_layer(l) ? MixerKind::gdn : MixerKind::gqa;
+    s.mixer = !cfg.is_linear_attention_layer(l) ? MixerKind::gqa
+              : cfg.linear_attn_type == "kda"     ? MixerKind::kda
+                                                  : MixerKind::gdn;
     s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
     s.window = s.mixer == MixerKind::gqa ? cfg.sliding_window : 0;
     s.use_rope = s.mixer == MixerKind::gqa;

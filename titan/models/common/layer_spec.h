@@ -13,7 +13,8 @@ namespace titan::models {
 // Token mixers. gqa: grouped-query softmax attention (models/mixers/attention.h).
 // gdn: Gated DeltaNet (models/mixers/gdn.h). Planned kinds (mla, dsa, kda) are added
 // here with their mixer class.
-enum class MixerKind { gqa, gdn };
+// kda: Kimi Delta Attention (models/mixers/kda.h).
+enum class MixerKind { gqa, gdn, kda };
 // Feed-forwards. dense: SwiGLU (models/ffn/dense.h); moe: routed experts
 // (models/ffn/moe.h).
 enum class FfnKind { dense, moe };
