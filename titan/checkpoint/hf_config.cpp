@@ -147,7 +147,15 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
-  if (!is_supported(c.architectures[0]))
+  // Kimi Linear: HF's full-attention layers are MLA (kv_lora_rank, default 512); titan's
+  // kimi_linear pairs Kimi Delta Attention with GQA, written as "kv_lora_rank": null.
+  if (c.architectures[0] == "KimiLinearForCausalLM") {
+    if (!(j.contains("kv_lora_rank") && j.at("kv_lora_rank").is_null()))
+      fail("{}: KimiLinearForCausalLM with MLA full attention (kv_lora_rank = {}) is not supported: this build's "
+           "kimi_linear pairs Kimi Delta Attention with GQA (\"kv_lora_rank\": null)", where,
+           j.contains("kv_lora_rank") ? j.at("kv_lora_rank").dump() : "512, HF's default");
+    used.insert("kv_lora_rank");
+  } else if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
   if (c.model_type.empty())
     c.model_type = c.is_llama() ? "llama" : c.is_qwen3_next() ? "qwen3_next" : c.is_deepseek_v3() ? "deepseek_v3" : "qwen3";

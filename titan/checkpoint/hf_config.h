@@ -58,6 +58,8 @@ struct HFConfig {
   bool is_qwen3() const { return architecture() == "Qwen3ForCausalLM"; }
   bool is_qwen3_next() const { return architecture() == "Qwen3NextForCausalLM"; }
   bool is_deepseek_v3() const { return architecture() == "DeepseekV3ForCausalLM"; }
+  // Titan's GQA form only ("kv_lora_rank": null; parse_hf_config refuses MLA).
+  bool is_kimi_linear() const { return architecture() == "KimiLinearForCausalLM"; }
 };
 
 // Parses a config object. `source` names it in errors ("config.json <source>: ...").

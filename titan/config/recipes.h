@@ -42,5 +42,8 @@ JobConfig debugmodel();         // shakespeare_char shrunk to a seconds-long smo
 JobConfig qwen3_debugmodel();   // debugmodel as a Qwen3 model with the Qwen3 BPE tokenizer
 JobConfig alphabet_sort_sft();  // small Qwen3-style chat model trained on alphabet_sort demonstrations
 JobConfig alphabet_sort_grpo(); // GRPO on alphabet_sort from the alphabet_sort_sft export (rl_recipes.cpp)
+JobConfig alphabet_sort_hybrid_sft();   // alphabet_sort_sft on a Qwen3-Next hybrid (hybrid_recipes.cpp)
+JobConfig alphabet_sort_hybrid_grpo();  // alphabet_sort_grpo from the alphabet_sort_hybrid_sft export
+JobConfig kimi_linear_debugmodel();     // debugmodel as a Kimi Linear hybrid (hybrid_recipes.cpp)
 
 }  // namespace titan::config

@@ -19,16 +19,37 @@ int64_t monotonic_ns() {
       .count();
 }
 
+// State rows of a model with recurrent layers: one per running sequence and as many
+// prefix snapshots; none otherwise.
+int64_t state_rows(const EngineConfig& cfg, const models::Decoder& model) {
+  return Engine::state_bytes_per_slot(model) > 0 ? 2 * cfg.max_num_seqs : 0;
+}
+
 int64_t blocks_from_config(const EngineConfig& cfg, const models::Decoder& model) {
   TITAN_CHECK(cfg.host_cache_bytes >= -1,
               "Engine: host_cache_bytes must be >= -1 (-1 = auto), got {}", cfg.host_cache_bytes);
   TITAN_CHECK(cfg.block_size >= 16 && cfg.block_size <= 256 && cfg.block_size % 16 == 0,
               "Engine: block_size must be a multiple of 16 in [16, 256], got {}", cfg.block_size);
+  TITAN_CHECK(cfg.max_num_seqs >= 1, "Engine: max_num_seqs must be >= 1, got {}", cfg.max_num_seqs);
   if (cfg.num_kv_blocks > 0) return cfg.num_kv_blocks;
   TITAN_CHECK(cfg.kv_cache_bytes >= 0, "Engine: kv_cache_bytes must be >= 0, got {}", cfg.kv_cache_bytes);
-  return cfg.kv_cache_bytes / Engine::kv_bytes_per_block(model, cfg.block_size);
+  const int64_t per_block = Engine::kv_bytes_per_block(model, cfg.block_size);
+  const int64_t state = state_rows(cfg, model) * Engine::state_bytes_per_slot(model);
+  TITAN_CHECK(state <= cfg.kv_cache_bytes,
+              "Engine: kv_cache_bytes = {} is smaller than the recurrent state of max_num_seqs = {} "
+              "sequences and as many prefix snapshots ({} bytes)", cfg.kv_cache_bytes, cfg.max_num_seqs, state);
+  if (per_block == 0)  // no paged layers: blocks only count tokens
+    return cfg.max_num_seqs * ((model.config().max_position_embeddings + cfg.block_size - 1) / cfg.block_size);
+  return (cfg.kv_cache_bytes - state) / per_block;
 }
 }  // namespace
+
+int64_t Engine::state_bytes_per_slot(const models::Decoder& model) {
+  int64_t n = 0;
+  for (const auto& l : model.cache_spec(kernels::cpu::kKvBlockSize))
+    for (const auto& t : l.state) n += t.numel();
+  return n * static_cast<int64_t>(sizeof(float));
+}
 
 int64_t Engine::kv_bytes_per_block(const models::Decoder& model, int block_size) {
   return models::cache_bytes_per_block(model.cache_spec(block_size));
@@ -39,7 +60,9 @@ Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, c
       tok_(tokenizer),
       cfg_(cfg),
       pool_(blocks_from_config(cfg, model), cfg.block_size),
-      sched_(pool_, SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching}) {
+      states_(state_rows(cfg, model) / 2, state_rows(cfg, model) / 2),
+      sched_(pool_, SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching},
+             &states_) {
   const auto& mc = model.config();
   eos_ = cfg.eos_token_ids;
   if (eos_.empty()) {
@@ -47,7 +70,8 @@ Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, c
     else if (mc.eos_token_id >= 0) eos_.push_back(static_cast<int32_t>(mc.eos_token_id));
   }
   // The cache the model declares per layer (paged K/V for attention layers).
-  kv_ = models::allocate_cache(model.cache_spec(cfg.block_size), pool_.num_blocks(), cfg.block_size);
+  kv_ = models::allocate_cache(model.cache_spec(cfg.block_size), pool_.num_blocks(), cfg.block_size,
+                               states_.num_rows());
   if (const int64_t hc = host_cache_bytes(); hc > 0) host_cache_.emplace(static_cast<size_t>(hc));
   t0_ns_ = monotonic_ns();
 }

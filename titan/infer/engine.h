@@ -19,6 +19,10 @@
 // chunked, or whether it was preempted — and the logprobs equal the trainer's for the
 // same tokens, bitwise.
 //
+// Models with linear-attention layers (cache_spec declares per-sequence state) get
+// 2 · max_num_seqs state rows (StatePool: one per running sequence plus as many
+// prefix-cache snapshots), paid from kv_cache_bytes before the KV blocks.
+//
 // Bad requests (empty prompt, prompt not shorter than the model's context, token id
 // outside the vocabulary, invalid SamplingParams, a prompt needing more KV blocks
 // than the pool has) finish with finish_reason "error" and a message; the other
@@ -36,6 +40,7 @@
 #include "titan/infer/block_pool.h"
 #include "titan/infer/sampling_params.h"
 #include "titan/infer/scheduler.h"
+#include "titan/infer/state_pool.h"
 #include "titan/kernels/cpu/attention.h"
 #include "titan/models/common/decoder.h"
 
@@ -114,7 +119,15 @@ class Engine {
   const BlockPool& block_pool() const { return pool_; }
   const EngineConfig& config() const { return cfg_; }
   int64_t num_kv_blocks() const { return pool_.num_blocks(); }
-  int64_t kv_cache_bytes() const { return pool_.num_blocks() * kv_bytes_per_block(model_, cfg_.block_size); }
+  // Bytes of the whole cache: the KV blocks and the recurrent-state rows.
+  int64_t kv_cache_bytes() const {
+    return pool_.num_blocks() * kv_bytes_per_block(model_, cfg_.block_size) +
+           states_.num_rows() * state_bytes_per_slot(model_);
+  }
+  // Bytes of one sequence's recurrent state over all layers (fp32; 0 for a model
+  // without linear-attention layers), from the model's cache_spec.
+  static int64_t state_bytes_per_slot(const models::Decoder& model);
+  const StatePool& state_pool() const { return states_; }
   // Bytes one KV block takes over all layers (fp32), from the model's cache_spec.
   static int64_t kv_bytes_per_block(const models::Decoder& model, int block_size);
   // The host_alloc cache bytes this engine holds (EngineConfig::host_cache_bytes resolved).
@@ -134,6 +147,7 @@ class Engine {
   EngineConfig cfg_;
   std::vector<int32_t> eos_;
   BlockPool pool_;
+  StatePool states_;
   Scheduler sched_;
   models::ModelCache kv_;
   std::map<int64_t, std::unique_ptr<Request>> requests_;

@@ -31,8 +31,8 @@ void Engine::run_step(const StepPlan& plan) {
   // ---- the ForwardBatch of the generator path: flat tokens, block tables, slots.
   int64_t maxb = 1;
   for (const auto& c : plan.chunks) maxb = std::max<int64_t>(maxb, static_cast<int64_t>(c.seq->blocks.size()));
-  std::vector<int32_t> tok(T), pos(T), sid(T), tables(S * maxb, 0);
-  std::vector<int64_t> slots(T);
+  std::vector<int32_t> tok(T), pos(T), sid(T), tables(S * maxb, 0), cu(S + 1, 0);
+  std::vector<int64_t> slots(T), state_slots(S), snap_slots(S), snap_pos(S);
   int64_t t = 0, n_decode = 0, n_prefill = 0;
   for (int64_t i = 0; i < S; ++i) {
     const ScheduledChunk& c = plan.chunks[i];
@@ -47,6 +47,10 @@ void Engine::run_step(const StepPlan& plan) {
       slots[t] = static_cast<int64_t>(s.blocks[p / B]) * B + p % B;
     }
     std::copy(s.blocks.begin(), s.blocks.end(), tables.begin() + i * maxb);
+    cu[i + 1] = static_cast<int32_t>(t);
+    state_slots[i] = s.state_slot;
+    snap_slots[i] = c.snapshot_slot;
+    snap_pos[i] = c.snapshot_pos;
     if (c.count == 1 && c.start == s.len() - 1 && c.start >= s.num_prompt) ++n_decode;
     else n_prefill += c.count;
   }
@@ -57,6 +61,21 @@ void Engine::run_step(const StepPlan& plan) {
   fb.block_tables = to_tensor(tables, {S, maxb});
   fb.seq_ids = to_tensor(sid, {T});
   fb.slot_mapping = to_tensor(slots, {T});
+  fb.cu_seqlens = to_tensor(cu, {S + 1});
+  if (states_.enabled()) {
+    fb.state_slots = to_tensor(state_slots, {S});
+    fb.snapshot_slots = to_tensor(snap_slots, {S});
+    fb.snapshot_pos = to_tensor(snap_pos, {S});
+    // Admitted sequences start from zeros or from their prefix's snapshot.
+    for (const StateRestore& r : plan.restores)
+      for (models::LayerCache& lc : kv_.layers)
+        for (Tensor& st : lc.state) {
+          const int64_t row = st.numel() / st.size(0);
+          float* base = st.data<float>();
+          if (r.src < 0) std::memset(base + r.dst * row, 0, sizeof(float) * row);
+          else std::memcpy(base + r.dst * row, base + r.src * row, sizeof(float) * row);
+        }
+  }
 
   autograd::NoGradGuard no_grad;
   Tensor hidden;

@@ -6,10 +6,19 @@
 
 namespace titan::infer {
 
-Scheduler::Scheduler(BlockPool& pool, const SchedulerConfig& cfg) : pool_(pool), cfg_(cfg) {
+Scheduler::Scheduler(BlockPool& pool, const SchedulerConfig& cfg, StatePool* states)
+    : pool_(pool), cfg_(cfg), states_(states && states->enabled() ? states : nullptr) {
   TITAN_CHECK(cfg.max_num_seqs >= 1, "Scheduler: max_num_seqs must be >= 1, got {}", cfg.max_num_seqs);
   TITAN_CHECK(cfg.max_num_batched_tokens >= 1, "Scheduler: max_num_batched_tokens must be >= 1, got {}",
               cfg.max_num_batched_tokens);
+  TITAN_CHECK(!states_ || states_->num_seq_slots() >= cfg.max_num_seqs,
+              "Scheduler: {} state slots for max_num_seqs = {}", states_ ? states_->num_seq_slots() : 0,
+              cfg.max_num_seqs);
+}
+
+void Scheduler::release_state(Sequence* s) {
+  if (s->state_slot >= 0) states_->release(s->state_slot);
+  s->state_slot = -1;
 }
 
 int64_t Scheduler::blocks_for(int64_t tokens) const {
@@ -34,6 +43,7 @@ void Scheduler::ensure_hashes(Sequence* s, int64_t nblocks) {
 void Scheduler::preempt(Sequence* s, StepPlan& plan) {
   pool_.release(s->blocks);
   s->blocks.clear();
+  release_state(s);
   s->num_computed = 0;
   s->num_registered = 0;
   s->status = SeqStatus::waiting;
@@ -45,6 +55,7 @@ void Scheduler::preempt(Sequence* s, StepPlan& plan) {
 void Scheduler::fail(Sequence* s, FinishReason r, std::string msg, StepPlan& plan) {
   pool_.release(s->blocks);
   s->blocks.clear();
+  release_state(s);
   s->status = SeqStatus::finished;
   s->finish = r;
   if (r == FinishReason::error) s->error = msg;
@@ -57,6 +68,7 @@ void Scheduler::remove(Sequence* s) {
   if (auto it = std::find(waiting_.begin(), waiting_.end(), s); it != waiting_.end()) waiting_.erase(it);
   pool_.release(s->blocks);
   s->blocks.clear();
+  release_state(s);
   s->status = SeqStatus::finished;
 }
 
@@ -76,6 +88,15 @@ bool Scheduler::admit(Sequence* s, StepPlan& plan, int64_t& budget) {
     pool_.acquire(b);
     s->blocks.push_back(b);
   }
+  // Recurrent state: resume only where a snapshot of the prefix's state exists.
+  int32_t snap = -1;
+  if (states_) {
+    while (hits > 0 && (snap = states_->find(s->hashes[hits - 1])) < 0) {
+      pool_.release(std::span<const int32_t>(&s->blocks.back(), 1));
+      s->blocks.pop_back();
+      --hits;
+    }
+  }
   s->num_computed = hits * B;
   s->num_registered = hits;
   const int64_t n = std::min(s->len() - s->num_computed, budget);
@@ -86,6 +107,11 @@ bool Scheduler::admit(Sequence* s, StepPlan& plan, int64_t& budget) {
     s->num_computed = 0;
     s->num_registered = 0;
     return false;
+  }
+  if (states_) {
+    s->state_slot = states_->acquire();
+    TITAN_CHECK(s->state_slot >= 0, "Scheduler: no free state slot for a running sequence");
+    plan.restores.push_back({s->state_slot, hits > 0 ? snap : -1});
   }
   if (!s->ever_scheduled) s->num_cached_tokens = s->num_computed;
   s->ever_scheduled = true;
@@ -159,7 +185,23 @@ StepPlan Scheduler::schedule() {
       it = waiting_.erase(it);
     }
   }
+  if (states_) plan_snapshots(plan);
   return plan;
+}
+
+void Scheduler::plan_snapshots(StepPlan& plan) {
+  const int64_t B = pool_.block_size();
+  if (states_->num_snapshots() == 0) return;
+  for (ScheduledChunk& c : plan.chunks) {
+    const int64_t p = (c.start + c.count) / B * B;  // the last block boundary reached
+    if (p <= c.start || p < B) continue;
+    ensure_hashes(c.seq, p / B);
+    const uint64_t h = c.seq->hashes[p / B - 1];
+    if (states_->find(h) >= 0) continue;
+    c.snapshot_slot = states_->reserve();
+    c.snapshot_pos = p;
+    c.snapshot_hash = h;
+  }
 }
 
 void Scheduler::commit(const StepPlan& plan) {
@@ -175,6 +217,7 @@ void Scheduler::commit(const StepPlan& plan) {
                            std::span<const int32_t>(s->tokens.data() + b * B, B));
     }
     s->num_registered = std::max(s->num_registered, full);
+    if (c.snapshot_slot >= 0) states_->publish(c.snapshot_slot, c.snapshot_hash);
   }
 }
 

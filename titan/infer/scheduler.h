@@ -30,6 +30,7 @@
 
 #include "titan/infer/block_pool.h"
 #include "titan/infer/sequence.h"
+#include "titan/infer/state_pool.h"
 
 namespace titan::infer {
 
@@ -42,10 +43,22 @@ struct SchedulerConfig {
 struct ScheduledChunk {
   Sequence* seq;
   int64_t start, count;  // tokens [start, start + count) are computed this step
+  // Models with recurrent state: the StatePool row that receives the state before
+  // position snapshot_pos (the last KV block boundary in (start, start + count]), and
+  // the prefix hash of the block ending there; -1: no snapshot.
+  int32_t snapshot_slot = -1;
+  int64_t snapshot_pos = -1;
+  uint64_t snapshot_hash = 0;
+};
+
+// A state row to set before the forward: from a snapshot row, or zeros (src = -1).
+struct StateRestore {
+  int32_t dst, src;
 };
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;
+  std::vector<StateRestore> restores;  // admitted sequences' state rows
   std::vector<Sequence*> preempted;  // moved back to waiting this step
   std::vector<Sequence*> failed;     // finished by the scheduler (finish/error set)
   int64_t num_tokens = 0;
@@ -54,7 +67,12 @@ struct StepPlan {
 class Scheduler {
  public:
   // Throws titan::Error for max_num_seqs < 1 or max_num_batched_tokens < 1.
-  Scheduler(BlockPool& pool, const SchedulerConfig& cfg);
+  // states: the recurrent-state rows of a model with linear-attention layers (null or
+  // disabled: none). With states, each running sequence holds a row; a prefix-cache hit
+  // counts only up to the deepest hit block with a state snapshot (the K/V of later hit
+  // blocks would be reusable, the recurrent state is not), and each chunk snapshots the
+  // state at the last block boundary it reaches.
+  Scheduler(BlockPool& pool, const SchedulerConfig& cfg, StatePool* states = nullptr);
 
   void add(Sequence* s);              // appends to the waiting queue
   StepPlan schedule();
@@ -73,10 +91,13 @@ class Scheduler {
   void preempt(Sequence* s, StepPlan& plan);
   void ensure_hashes(Sequence* s, int64_t nblocks);
   bool admit(Sequence* s, StepPlan& plan, int64_t& budget);
+  void release_state(Sequence* s);
+  void plan_snapshots(StepPlan& plan);
   void fail(Sequence* s, FinishReason r, std::string msg, StepPlan& plan);
 
   BlockPool& pool_;
   SchedulerConfig cfg_;
+  StatePool* states_ = nullptr;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;
 };

@@ -25,6 +25,7 @@ struct Sequence {
   int64_t num_prompt = 0;
   int64_t num_computed = 0;
   std::vector<int32_t> blocks;
+  int32_t state_slot = -1;       // StatePool row of a running sequence (models with state)
   std::vector<uint64_t> hashes;  // block_hash of full blocks [0, hashes.size())
   int64_t num_registered = 0;    // leading blocks already offered to the prefix table
   SeqStatus status = SeqStatus::waiting;

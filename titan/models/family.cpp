@@ -12,11 +12,12 @@ Family make_deepseek_v3_family();
 Family make_kimi_k2_family();
 void read_deepseek_v3_fields(const HFConfig& hf, TransformerConfig& c);   // models/deepseek_v3
 void write_deepseek_v3_fields(const TransformerConfig& c, HFConfig& h);  // models/deepseek_v3
+Family make_kimi_linear_family();
 
 const std::vector<Family>& families() {
-  static const std::vector<Family> fams = {make_llama3_family(), make_qwen3_family(),
-                                           make_qwen3_next_family(), make_deepseek_v3_family(),
-                                           make_kimi_k2_family()};
+  static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
+                                           make_qwen3_next_family(),  make_deepseek_v3_family(),
+                                           make_kimi_k2_family(),     make_kimi_linear_family()};
   return fams;
 }
 
@@ -72,14 +73,46 @@ void read_qwen3_next_fields(const HFConfig& hf, TransformerConfig& c) {
   c.decoder_sparse_step = i64("decoder_sparse_step", 1);
   if (x.contains("mlp_only_layers")) c.mlp_only_layers = x.at("mlp_only_layers").get<std::vector<int64_t>>();
 }
+// KimiLinearConfig's linear-attention fields: linear_attn_config {head_dim, num_heads,
+// short_conv_kernel_size, kda_layers, full_attn_layers (1-based)} as the published
+// checkpoints write them, else layer_types / linear_head_dim / linear_num_heads /
+// linear_conv_kernel_dim (HF's attribute names). Routed experts are refused by the block.
+void read_kimi_linear_fields(const HFConfig& hf, TransformerConfig& c) {
+  const nlohmann::json& x = hf.extra;
+  const nlohmann::json la = x.contains("linear_attn_config") ? x.at("linear_attn_config") : nlohmann::json::object();
+  auto i64 = [&](const char* lk, const char* k, int64_t def) {
+    if (la.contains(lk)) return la.at(lk).get<int64_t>();
+    return x.contains(k) ? x.at(k).get<int64_t>() : def;
+  };
+  c.linear_attn_type = "kda";
+  c.linear_num_key_heads = c.linear_num_value_heads = i64("num_heads", "linear_num_heads", 32);
+  c.linear_key_head_dim = c.linear_value_head_dim = i64("head_dim", "linear_head_dim", 128);
+  c.linear_conv_kernel_dim = i64("short_conv_kernel_size", "linear_conv_kernel_dim", 4);
+  if (x.contains("layer_types")) {
+    c.layer_types = x.at("layer_types").get<std::vector<std::string>>();
+  } else if (la.contains("full_attn_layers") && la.contains("kda_layers")) {
+    c.layer_types.assign(static_cast<size_t>(hf.num_hidden_layers), "");
+    for (const char* key : {"full_attn_layers", "kda_layers"})
+      for (int64_t l : la.at(key).get<std::vector<int64_t>>()) {
+        TITAN_CHECK(l >= 1 && l <= hf.num_hidden_layers, "config.json: linear_attn_config.{} has layer {} outside [1, {}]",
+                    key, l, hf.num_hidden_layers);
+        c.layer_types[static_cast<size_t>(l - 1)] = std::string(key) == "kda_layers" ? "linear_attention" : "full_attention";
+      }
+  } else {  // HF's default: full attention at layers 4, 8, ... (0-based, never layer 0)
+    for (int64_t l = 0; l < hf.num_hidden_layers; ++l)
+      c.layer_types.push_back(l && l % 4 == 0 ? "full_attention" : "linear_attention");
+  }
+  c.num_experts = x.contains("num_experts") ? x.at("num_experts").get<int64_t>() : 0;
+}
 }  // namespace
 
 TransformerConfig config_from_hf(const HFConfig& hf) {
   TransformerConfig c;
-  c.family = hf.is_qwen3() ? "qwen3" : hf.is_qwen3_next() ? "qwen3_next" : "llama3";
+  c.family = hf.is_qwen3() ? "qwen3" : hf.is_qwen3_next() ? "qwen3_next" : hf.is_kimi_linear() ? "kimi_linear" : "llama3";
   c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next();
   c.partial_rotary_factor = hf.partial_rotary_factor;
   if (hf.is_qwen3_next()) read_qwen3_next_fields(hf, c);
+  if (hf.is_kimi_linear()) read_kimi_linear_fields(hf, c);
   c.vocab_size = hf.vocab_size;
   c.hidden_size = hf.hidden_size;
   c.intermediate_size = hf.intermediate_size;
@@ -143,7 +176,15 @@ HFConfig config_to_hf(const TransformerConfig& c) {
   if (c.bos_token_id >= 0) h.bos_token_id = c.bos_token_id;
   if (c.eos_token_id >= 0) h.eos_token_id = {c.eos_token_id};
   h.partial_rotary_factor = c.partial_rotary_factor;
-  if (!c.layer_types.empty()) {
+  if (c.linear_attn_type == "kda") {
+    // KimiLinearConfig names; GQA full attention written as "kv_lora_rank": null.
+    h.extra["kv_lora_rank"] = nullptr;
+    h.extra["layer_types"] = c.layer_types;
+    h.extra["linear_num_heads"] = c.linear_num_value_heads;
+    h.extra["linear_head_dim"] = c.linear_key_head_dim;
+    h.extra["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
+    h.extra["num_experts"] = c.num_experts;
+  } else if (!c.layer_types.empty()) {
     h.extra["layer_types"] = c.layer_types;
     h.extra["linear_num_key_heads"] = c.linear_num_key_heads;
     h.extra["linear_num_value_heads"] = c.linear_num_value_heads;
@@ -192,6 +233,14 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"attention.kv_b_proj.weight", "self_attn.kv_b_proj.weight"},
       {"attention.o_proj.weight", "self_attn.o_proj.weight"},
       {"attention.o_proj.bias", "self_attn.o_proj.bias"},
+      {"attention.forget_gate.f_a_proj.weight", "self_attn.forget_gate.f_a_proj.weight"},
+      {"attention.forget_gate.f_b_proj.weight", "self_attn.forget_gate.f_b_proj.weight"},
+      {"attention.forget_gate.dt_bias", "self_attn.forget_gate.dt_bias"},
+      {"attention.forget_gate.A_log", "self_attn.forget_gate.A_log"},
+      {"attention.b_proj.weight", "self_attn.b_proj.weight"},
+      {"attention.g_a_proj.weight", "self_attn.g_a_proj.weight"},
+      {"attention.g_b_proj.weight", "self_attn.g_b_proj.weight"},
+      {"attention.o_norm.weight", "self_attn.o_norm.weight"},
       {"attention_norm.weight", "input_layernorm.weight"},
       {"ffn_norm.weight", "post_attention_layernorm.weight"},
   };

@@ -150,6 +150,43 @@ Tensor gated_delta_rule_cached(const Tensor& q0, const Tensor& k0, const Tensor&
   return out;
 }
 
+Tensor gated_delta_rule_slots(const Tensor& q0, const Tensor& k0, const Tensor& v, const Tensor& g,
+                              const Tensor& beta, const Tensor& cu_seqlens, const Tensor& start_pos,
+                              Tensor& state, const Tensor& slots, const Tensor& snapshot_slots,
+                              const Tensor& snapshot_pos, double scale) {
+  constexpr const char* op = "gated_delta_rule_slots";
+  const GdnDims d = check_gdn(op, q0, k0, v, g, beta, 0);
+  TITAN_CHECK(g.dim() == 2 || g.dim() == 3, "{}: 'g' must be (T, H) or (T, H, K)", op);
+  const std::vector<int64_t> cu = seqlens(op, cu_seqlens, d.T);
+  const int64_t N = static_cast<int64_t>(cu.size()) - 1;
+  auto values = [&](const char* name, const Tensor& t) {
+    check_index(op, name, t);
+    TITAN_CHECK(t.numel() == N, "{}: '{}' has {} entries for {} sequences", op, name, t.numel(), N);
+    return index_values(t);
+  };
+  const std::vector<int64_t> pos = values("start_pos", start_pos), slot = values("slots", slots);
+  const bool snap = snapshot_slots.defined();
+  TITAN_CHECK(snap == snapshot_pos.defined(), "{}: 'snapshot_slots' and 'snapshot_pos' go together", op);
+  const std::vector<int64_t> ss = snap ? values("snapshot_slots", snapshot_slots) : std::vector<int64_t>();
+  const std::vector<int64_t> sp = snap ? values("snapshot_pos", snapshot_pos) : std::vector<int64_t>();
+  check_dtype(op, "state", state, DType::f32);
+  const int64_t floats = kc::gated_delta_state_floats(d.H, d.K, d.V, d.per_channel);
+  TITAN_CHECK(state.dim() == 2 && state.size(1) == floats && state.is_contiguous(),
+              "{}: 'state' has shape {}, expected contiguous [num_slots, {}]", op,
+              shape_str(state.shape()), floats);
+  TITAN_CHECK(!needs_grad({&q0, &k0, &v, &g, &beta}),
+              "{}: no backward (the generator's form); run it with grad mode off", op);
+  const float sc = resolve_scale(op, scale, d.K);
+  Tensor q = contig(widen_heads(q0, d.H)), k = contig(widen_heads(k0, d.H));
+  Tensor vc = contig(v), gc = contig(g), bc = contig(beta);
+  Tensor out = Tensor::empty({d.T, d.H, d.V});
+  kc::gated_delta_fwd_slots(out.data<float>(), state.data<float>(), state.size(0), slot.data(),
+                            snap ? ss.data() : nullptr, snap ? sp.data() : nullptr, q.data<float>(),
+                            k.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
+                            cu.data(), pos.data(), N, d.H, d.K, d.V, d.per_channel, sc);
+  return out;
+}
+
 namespace {
 std::pair<int64_t, int64_t> check_conv(const char* op, const Tensor& x, const Tensor& w) {
   check_dtype(op, "x", x, DType::f32);

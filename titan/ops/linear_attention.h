@@ -35,6 +35,18 @@ Tensor gated_delta_rule_cached(const Tensor& q, const Tensor& k, const Tensor& v
                                const Tensor& beta, const Tensor& cu_seqlens,
                                const Tensor& start_pos, Tensor& state, double scale = 0.0);
 
+// The same over a pool of slots (the engine's cache): state (num_slots,
+// gated_delta_state_floats) f32 contiguous; sequence n resumes from and updates row
+// slots[n]. snapshot_slots (N): -1, or the row that receives a copy of sequence n's slot
+// as it stands before absolute position snapshot_pos[n] (N) (a prefix-cache snapshot at
+// a KV block boundary; snapshot_pos[n] may be the end of the sequence's tokens).
+// snapshot_slots and snapshot_pos may be undefined (no snapshots). Index tensors i32 or
+// i64. Same bits as gated_delta_rule_cached. Errors as kernels::cpu::gated_delta_fwd_slots.
+Tensor gated_delta_rule_slots(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                              const Tensor& beta, const Tensor& cu_seqlens, const Tensor& start_pos,
+                              Tensor& state, const Tensor& slots, const Tensor& snapshot_slots,
+                              const Tensor& snapshot_pos, double scale = 0.0);
+
 // Causal depthwise conv1d over packed sequences (HF causal_conv1d_fn, no bias, no
 // activation): x (T, C), w (C, W) → (T, C), zero history at each sequence start.
 // Gradients to x and w.

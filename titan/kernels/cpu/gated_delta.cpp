@@ -9,7 +9,8 @@
 TITAN_DECLARE_ISA(void, gated_delta_fwd,
                   (float* o, float* chunk_states, float* state, const float* q, const float* k,
                    const float* v, const float* g, const float* beta, const int64_t* cu_seqlens,
-                   const int64_t* start_pos, int64_t N, int64_t H, int64_t K, int64_t V,
+                   const int64_t* start_pos, const int64_t* slot, const int64_t* snap_slot,
+                   const int64_t* snap_pos, int64_t N, int64_t H, int64_t K, int64_t V,
                    bool per_channel, float scale))
 TITAN_DECLARE_ISA(void, gated_delta_bwd,
                   (float* dq, float* dk, float* dv, float* dg, float* dbeta, const float* dout,
@@ -91,7 +92,45 @@ void gated_delta_fwd(float* o, float* chunk_states, float* state, const float* q
   }
   if (N == 0) return;
   TITAN_DISPATCH(gated_delta_fwd, o, chunk_states, state, q, k, v, g, beta, cu_seqlens, start_pos,
-                 N, H, K, V, per_channel, scale);
+                 nullptr, nullptr, nullptr, N, H, K, V, per_channel, scale);
+}
+
+void gated_delta_fwd_slots(float* o, float* state, int64_t num_slots, const int64_t* slot,
+                           const int64_t* snap_slot, const int64_t* snap_pos, const float* q,
+                           const float* k, const float* v, const float* g, const float* beta,
+                           const int64_t* cu_seqlens, const int64_t* start_pos, int64_t N,
+                           int64_t H, int64_t K, int64_t V, bool per_channel, float scale) {
+  constexpr const char* fn = "gated_delta_fwd_slots";
+  check_cu(fn, cu_seqlens, N);
+  check_dims(fn, H, K, V);
+  TITAN_CHECK(std::isfinite(scale), "{}: scale must be finite, got {}", fn, scale);
+  const int64_t T = cu_seqlens[N];
+  for (auto [name, p] : {std::pair{"o", (const void*)o}, {"q", q}, {"k", k}, {"v", v}, {"g", g},
+                         {"beta", beta}})
+    check_ptr(fn, name, p, T);
+  TITAN_CHECK(state != nullptr && slot != nullptr && start_pos != nullptr,
+              "{}: state, slot and start_pos must not be null", fn);
+  for (int64_t n = 0; n < N; ++n) {
+    TITAN_CHECK(slot[n] >= 0 && slot[n] < num_slots, "{}: slot[{}] = {} is outside [0, {})", fn, n,
+                slot[n], num_slots);
+    TITAN_CHECK(start_pos[n] >= 0, "{}: start_pos[{}] = {} is negative", fn, n, start_pos[n]);
+    for (int64_t m = 0; m < n; ++m)
+      TITAN_CHECK(slot[m] != slot[n], "{}: sequences {} and {} share slot {}", fn, m, n, slot[n]);
+    if (snap_slot && snap_slot[n] >= 0) {
+      TITAN_CHECK(snap_pos != nullptr, "{}: snap_slot without snap_pos", fn);
+      TITAN_CHECK(snap_slot[n] < num_slots, "{}: snap_slot[{}] = {} is outside [0, {})", fn, n,
+                  snap_slot[n], num_slots);
+      TITAN_CHECK(snap_pos[n] >= start_pos[n] && snap_pos[n] <= start_pos[n] + cu_seqlens[n + 1] - cu_seqlens[n],
+                  "{}: snap_pos[{}] = {} is outside the sequence's tokens [{}, {}]", fn, n, snap_pos[n],
+                  start_pos[n], start_pos[n] + cu_seqlens[n + 1] - cu_seqlens[n]);
+      for (int64_t m = 0; m < N; ++m)
+        TITAN_CHECK(slot[m] != snap_slot[n], "{}: snap_slot[{}] = {} is the slot of sequence {}", fn, n,
+                    snap_slot[n], m);
+    }
+  }
+  if (N == 0) return;
+  TITAN_DISPATCH(gated_delta_fwd, o, nullptr, state, q, k, v, g, beta, cu_seqlens, start_pos, slot,
+                 snap_slot, snap_pos, N, H, K, V, per_channel, scale);
 }
 
 void gated_delta_bwd(float* dq, float* dk, float* dv, float* dg, float* dbeta, const float* dout,

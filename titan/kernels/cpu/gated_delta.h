@@ -59,6 +59,21 @@ void gated_delta_fwd(float* o, float* chunk_states, float* state, const float* q
                      const int64_t* start_pos, int64_t N, int64_t H, int64_t K, int64_t V,
                      bool per_channel, float scale);
 
+// The generator's forward over a pool of state slots: state (num_slots,
+// gated_delta_state_floats) f32; sequence n reads and updates slot slot[n] in place, its
+// first token at absolute position start_pos[n] (bits as gated_delta_fwd with that slot
+// as its row). snap_slot: null, or (N) with -1 for none: slot snap_slot[n] receives a
+// copy of sequence n's slot as it stands before the token at absolute position
+// snap_pos[n] (start_pos[n] <= snap_pos[n] <= start_pos[n] + len_n; the end means the
+// final state): the prefix cache's state snapshot at a KV block boundary. Throws
+// titan::Error on a slot outside [0, num_slots), two sequences sharing a slot, a snapshot
+// into a sequence's slot or at a position outside its tokens.
+void gated_delta_fwd_slots(float* o, float* state, int64_t num_slots, const int64_t* slot,
+                           const int64_t* snap_slot, const int64_t* snap_pos, const float* q,
+                           const float* k, const float* v, const float* g, const float* beta,
+                           const int64_t* cu_seqlens, const int64_t* start_pos, int64_t N,
+                           int64_t H, int64_t K, int64_t V, bool per_channel, float scale);
+
 // Backward of gated_delta_fwd in the training layout (zero initial state, no gradient
 // through a final state), given dout (T, H, V) and chunk_states from the forward.
 // dq, dk (T, H, K); dv (T, H, V); dg (T, H) or (T, H, K); dbeta (T, H): all overwritten.

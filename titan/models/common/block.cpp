@@ -21,6 +21,10 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       mla = register_module("attention", std::make_unique<MultiHeadLatentAttention>(cfg, layer_id, std::move(rope)));
       mixer = mla;
       break;
+    case MixerKind::kda:
+      kda = register_module("attention", std::make_unique<KimiDeltaAttention>(cfg, layer_id));
+      mixer = kda;
+      break;
   }
   switch (spec.ffn) {
     case FfnKind::dense:

@@ -10,6 +10,7 @@
 #include "titan/models/mixers/attention.h"
 #include "titan/models/mixers/gdn.h"
 #include "titan/models/mixers/mla.h"
+#include "titan/models/mixers/kda.h"
 
 namespace titan::models {
 
@@ -34,6 +35,7 @@ class TransformerBlock : public nn::Module {
   Attention* attention = nullptr;
   GatedDeltaNet* gdn = nullptr;
   MultiHeadLatentAttention* mla = nullptr;
+  KimiDeltaAttention* kda = nullptr;
   FeedForward* feed_forward = nullptr;
   MoE* moe = nullptr;
 };

@@ -69,6 +69,11 @@ struct TransformerConfig {
   // linear_key_head_dim, linear_num_value_heads value heads of linear_value_head_dim,
   // a causal depthwise conv1d of linear_conv_kernel_dim taps.
   std::vector<std::string> layer_types;
+  // The mixer of the linear_attention layers: "gdn" (Gated DeltaNet, scalar decay;
+  // Qwen3-Next) or "kda" (Kimi Delta Attention, per-channel decay; Kimi Linear, with
+  // linear_num_key_heads == linear_num_value_heads and equal head dims). HF encodes it
+  // by model_type.
+  std::string linear_attn_type = "gdn";
   int64_t linear_num_key_heads = 0;
   int64_t linear_num_value_heads = 0;
   int64_t linear_key_head_dim = 0;

@@ -44,6 +44,11 @@ static int64_t mixer_params(const TransformerConfig& c, int64_t l, int64_t attn)
   if (c.is_mla() && !c.is_linear_attention_layer(l)) return mla_params(c);
   if (!c.is_linear_attention_layer(l)) return attn;
   const int64_t D = c.hidden_size, Hv = c.linear_num_value_heads;
+  if (c.linear_attn_type == "kda") {  // q/k/v, conv, forget gate, beta, output gate, o_norm, o_proj
+    const int64_t K = c.linear_key_head_dim, HK = Hv * K;
+    return 3 * D * HK + 3 * HK * c.linear_conv_kernel_dim + (D * K + K * HK + HK + Hv) + D * Hv +
+           (D * K + K * HK) + K + HK * D;
+  }
   const int64_t kd = c.linear_num_key_heads * c.linear_key_head_dim, vd = Hv * c.linear_value_head_dim;
   return D * (2 * kd + 2 * vd) + D * 2 * Hv + (2 * kd + vd) * c.linear_conv_kernel_dim + 2 * Hv +
          c.linear_value_head_dim + vd * D;
@@ -108,6 +113,14 @@ void TransformerConfig::validate() const {
       TITAN_CHECK(linear_num_value_heads % linear_num_key_heads == 0,
                   "model config: linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})",
                   linear_num_value_heads, linear_num_key_heads);
+      TITAN_CHECK(linear_attn_type == "gdn" || linear_attn_type == "kda",
+                  "model config: linear_attn_type = '{}' is not a known linear-attention mixer (gdn, kda)",
+                  linear_attn_type);
+      TITAN_CHECK(linear_attn_type != "kda" || (linear_num_key_heads == linear_num_value_heads &&
+                                                 linear_key_head_dim == linear_value_head_dim),
+                  "model config: Kimi Delta Attention needs linear_num_key_heads == linear_num_value_heads "
+                  "({} vs {}) and linear_key_head_dim == linear_value_head_dim ({} vs {})",
+                  linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim);
       TITAN_CHECK(linear_conv_kernel_dim >= 1 && linear_conv_kernel_dim <= 64,
                   "model config: linear_conv_kernel_dim must be in [1, 64], got {}", linear_conv_kernel_dim);
     }

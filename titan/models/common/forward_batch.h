@@ -16,8 +16,10 @@ struct ForwardBatch {
   Tensor tokens;     // (T) i32
   Tensor positions;  // (T) i32: position within its sequence (restarts at 0 per document)
 
-  // ---- trainer path (kv == nullptr)
-  Tensor cu_seqlens;  // (S + 1) i32: sequence s is tokens [cu[s], cu[s+1])
+  // ---- both paths: sequence s is tokens [cu[s], cu[s+1]) (S + 1) i32. On the generator
+  // path sequence s is row s of block_tables (its tokens of this step, consecutive
+  // positions).
+  Tensor cu_seqlens;
 
   // ---- generator path (kv != nullptr): the cache the model declared (cache_spec.h);
   // the decoder hands layer l its LayerCache kv->layers[l].
@@ -25,6 +27,12 @@ struct ForwardBatch {
   Tensor block_tables;  // (num_seqs, max_blocks) i32
   Tensor seq_ids;       // (T) i32: row of block_tables for each token
   Tensor slot_mapping;  // (T) i64: cache slot (block * B + offset) each token's K/V goes to
+  // Recurrent layers (models whose cache_spec declares state): row of the layers' state
+  // tensors that sequence s resumes from and updates, (S) i64; and the prefix cache's
+  // snapshots: snapshot_slots[s] (S) i64, -1 for none, receives sequence s's state as it
+  // stands before absolute position snapshot_pos[s] (S) i64 (a KV block boundary within
+  // or at the end of this step's tokens). Undefined when the model has no state.
+  Tensor state_slots, snapshot_slots, snapshot_pos;
 
   // KV block size the trainer-side attention visits keys with. Parity with the
   // generator requires it to equal the cache's block size (the default).

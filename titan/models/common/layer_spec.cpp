@@ -9,6 +9,7 @@ const char* mixer_kind_name(MixerKind k) {
     case MixerKind::gqa: return "gqa";
     case MixerKind::gdn: return "gdn";
     case MixerKind::mla: return "mla";
+    case MixerKind::kda: return "kda";
   }
   return "?";
 }
@@ -41,10 +42,12 @@ std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
   std::vector<LayerSpec> out;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerSpec s;
-    s.mixer = cfg.is_linear_attention_layer(l) ? MixerKind::gdn : cfg.is_mla() ? MixerKind::mla : MixerKind::gqa;
+    s.mixer = cfg.is_linear_attention_layer(l) ? (cfg.linear_attn_type == "kda" ? MixerKind::kda : MixerKind::gdn)
+              : cfg.is_mla()                     ? MixerKind::mla
+                                                 : MixerKind::gqa;
     s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
     s.window = s.mixer == MixerKind::gqa ? cfg.sliding_window : 0;
-    s.use_rope = s.mixer != MixerKind::gdn;
+    s.use_rope = s.mixer == MixerKind::gqa || s.mixer == MixerKind::mla;
     out.push_back(s);
   }
   return out;

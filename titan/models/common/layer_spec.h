@@ -12,8 +12,9 @@ namespace titan::models {
 
 // Token mixers. gqa: grouped-query softmax attention (models/mixers/attention.h).
 // gdn: Gated DeltaNet (models/mixers/gdn.h). mla: Multi-head Latent Attention
-// (models/mixers/mla.h). Planned kinds (dsa, kda) are added here with their mixer class.
-enum class MixerKind { gqa, gdn, mla };
+// (models/mixers/mla.h). kda: Kimi Delta Attention (models/mixers/kda.h). A new kind
+// (dsa) is added here with its mixer class.
+enum class MixerKind { gqa, gdn, mla, kda };
 // Feed-forwards. dense: SwiGLU (models/ffn/dense.h); moe: routed experts
 // (models/ffn/moe.h).
 enum class FfnKind { dense, moe };

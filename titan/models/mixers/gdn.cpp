@@ -1,5 +1,8 @@
 #include "titan/models/mixers/gdn.h"
 
+#include "titan/models/mixers/linear_state.h"
+
+#include <algorithm>
 #include <cmath>
 
 #include "titan/kernels/cpu/gated_delta.h"
@@ -41,10 +44,6 @@ GatedDeltaNet::GatedDeltaNet(const TransformerConfig& cfg, int layer_id)
 }
 
 Tensor GatedDeltaNet::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
-  (void)cache;
-  TITAN_CHECK(!batch.is_paged(),
-              "GatedDeltaNet (layer {}): the generator path is not available yet (the engine does not "
-              "allocate the layer's per-sequence state slots)", layer_id_);
   const int64_t T = x.size(0), G = Hv_ / Hk_, kd = Hk_ * Dk_, vd = Hv_ * Dv_;
   // HF fix_query_key_value_ordering: per q/k head [q (Dk), k (Dk), v (G·Dv), z (G·Dv)].
   Tensor qkvz = in_proj_qkvz->forward(x).view({T, Hk_, 2 * Dk_ + 2 * G * Dv_});
@@ -56,20 +55,24 @@ Tensor GatedDeltaNet::forward(const Tensor& x, const ForwardBatch& batch, LayerC
   Tensor b = ba.narrow(2, 0, G).reshape({T, Hv_});
   Tensor a = ba.narrow(2, G, G).reshape({T, Hv_});
   const int64_t C = 2 * kd + vd;
-  Tensor mixed = silu(causal_conv1d(cat({q, k, v}, 1), conv1d_weight.view({C, W_}), batch.cu_seqlens));
+  const Tensor w = conv1d_weight.view({C, W_});
+  const LinearMixerState state(batch, cache, T, fmt::format("GatedDeltaNet (layer {})", layer_id_));
+  Tensor mixed = state.conv1d(cat({q, k, v}, 1), w);
+  mixed = silu(mixed);
   q = l2_normalize(mixed.narrow(1, 0, kd).reshape({T, Hk_, Dk_}), 1e-6);
   k = l2_normalize(mixed.narrow(1, kd, kd).reshape({T, Hk_, Dk_}), 1e-6);
   v = mixed.narrow(1, 2 * kd, vd).reshape({T, Hv_, Dv_});
   Tensor beta = sigmoid(b);
   Tensor g = mul(neg(exp(A_log)).expand({T, Hv_}), softplus(add(a, dt_bias.expand({T, Hv_}))));
-  Tensor o = chunk_gated_delta_rule(q, k, v, g, beta, batch.cu_seqlens);
+  Tensor o = state.delta_rule(q, k, v, g, beta);
   o = rms_norm_gated(o.reshape({T * Hv_, Dv_}), z, norm_weight, eps_);
   return out_proj->forward(o.reshape({T, vd}));
 }
 
 LayerCacheSpec GatedDeltaNet::cache_spec(int) const {
   LayerCacheSpec s;
-  s.state.push_back({"conv_tail", {W_ - 1, 2 * Hk_ * Dk_ + Hv_ * Dv_}});
+  // A kernel of width 1 keeps no tail; the slot is then one unused row.
+  s.state.push_back({"conv_tail", {std::max<int64_t>(W_ - 1, 1), 2 * Hk_ * Dk_ + Hv_ * Dv_}});
   s.state.push_back({"recurrent", {kernels::cpu::gated_delta_state_floats(Hv_, Dk_, Dv_, false)}});
   return s;
 }

@@ -17,10 +17,12 @@ namespace titan::models {
 class GatedDeltaNet : public Mixer {
  public:
   GatedDeltaNet(const TransformerConfig& cfg, int layer_id);
-  // x (T, D) -> (T, D) on the trainer path (batch.kv null): every sequence of
-  // batch.cu_seqlens from a zero state. The generator path throws titan::Error (its
-  // per-sequence state slots are declared by cache_spec, but the engine does not
-  // allocate them yet).
+  // x (T, D) -> (T, D). Trainer path (batch.kv null): every sequence of
+  // batch.cu_seqlens from a zero state. Generator path: sequence s resumes from state
+  // row batch.state_slots[s] of cache->state (conv tail, delta-rule slot), updates it,
+  // and writes the snapshot batch.snapshot_slots asks for; the same arithmetic as the
+  // trainer's (chunks aligned to absolute positions), so the same bits per position.
+  // Throws titan::Error when the generator path lacks its slots.
   Tensor forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const override;
   // Per sequence slot: "conv_tail" (W − 1, conv_dim) and "recurrent" (the delta rule's
   // chunk state, kernels::cpu::gated_delta_state_floats); no paged tensors.

@@ -86,6 +86,13 @@ struct Slot {
   float* ub;
 };
 
+// Where sequence n's slot lives in the state tensor, and its optional snapshot.
+struct SlotIndex {
+  const int64_t* slot = nullptr;       // (N) or null: row n
+  const int64_t* snap_slot = nullptr;  // (N) or null; < 0: no snapshot for n
+  const int64_t* snap_pos = nullptr;   // (N) absolute position of the snapshot
+};
+
 inline int64_t head_floats(int64_t K, int64_t V, int64_t Gd) { return K * V + C * (K + Gd + V); }
 
 inline Slot slot_at(float* base, int64_t K, int64_t V, int64_t Gd) {
@@ -182,22 +189,27 @@ void close_chunk(const Slot& s, float* wbuf, int64_t K, int64_t V) {
 template <bool PC>
 void fwd_task(int64_t n, int64_t h, float* o, float* chunk_states, float* state,
               const float* q, const float* k, const float* v, const float* g, const float* beta,
-              const int64_t* cu, const int64_t* start_pos, const int64_t* chunk_off, int64_t H,
-              int64_t K, int64_t V, float scale, std::vector<float>& local, RowScratch& w,
-              std::vector<float>& wbuf) {
+              const int64_t* cu, const int64_t* start_pos, const SlotIndex& si,
+              const int64_t* chunk_off, int64_t H, int64_t K, int64_t V, float scale,
+              std::vector<float>& local, RowScratch& w, std::vector<float>& wbuf) {
   const int64_t Gd = PC ? K : 1;
   const int64_t hf = head_floats(K, V, Gd);
   float* base;
   if (state) {
-    base = state + n * H * hf + h * hf;
+    base = state + (si.slot ? si.slot[n] : n) * H * hf + h * hf;
   } else {
     local.assign(hf, 0.0f);
     base = local.data();
   }
   const Slot s = slot_at(base, K, V, Gd);
-  int64_t j0 = (start_pos ? start_pos[n] : 0) % C;
+  const int64_t p0 = start_pos ? start_pos[n] : 0;
+  // The snapshot: this head's slot as it stands before the token at snap_pos[n].
+  const int64_t snap_at = si.snap_slot && si.snap_slot[n] >= 0 ? si.snap_pos[n] - p0 : -1;
+  float* snap = snap_at >= 0 ? state + si.snap_slot[n] * H * hf + h * hf : nullptr;
+  int64_t j0 = p0 % C;
   int64_t chunk = 0;
   for (int64_t t = cu[n]; t < cu[n + 1]; ++t) {
+    if (snap && t - cu[n] == snap_at) std::memcpy(snap, base, sizeof(float) * hf);
     if (chunk_states && j0 == 0)
       std::memcpy(chunk_states + ((chunk_off[n] + chunk++) * H + h) * K * V, s.S, sizeof(float) * K * V);
     const int64_t r = t * H + h;
@@ -208,6 +220,7 @@ void fwd_task(int64_t n, int64_t h, float* o, float* chunk_states, float* state,
       j0 = 0;
     }
   }
+  if (snap && cu[n + 1] - cu[n] == snap_at) std::memcpy(snap, base, sizeof(float) * hf);
 }
 
 // Backward scratch of one task.
@@ -516,9 +529,11 @@ std::vector<int64_t> chunk_offsets(const int64_t* cu, int64_t N) {
 
 void gated_delta_fwd(float* o, float* chunk_states, float* state, const float* q, const float* k,
                      const float* v, const float* g, const float* beta, const int64_t* cu_seqlens,
-                     const int64_t* start_pos, int64_t N, int64_t H, int64_t K, int64_t V,
+                     const int64_t* start_pos, const int64_t* slot, const int64_t* snap_slot,
+                     const int64_t* snap_pos, int64_t N, int64_t H, int64_t K, int64_t V,
                      bool per_channel, float scale) {
   const std::vector<int64_t> off = chunk_offsets(cu_seqlens, N);
+  const SlotIndex si{slot, snap_slot, snap_pos};
   parallel_for(N * H, [&](int64_t a, int64_t e) {
     std::vector<float> local;
     RowScratch w(K, V);
@@ -526,10 +541,10 @@ void gated_delta_fwd(float* o, float* chunk_states, float* state, const float* q
     for (int64_t i = a; i < e; ++i) {
       if (per_channel)
         fwd_task<true>(i / H, i % H, o, chunk_states, state, q, k, v, g, beta, cu_seqlens,
-                       start_pos, off.data(), H, K, V, scale, local, w, wbuf);
+                       start_pos, si, off.data(), H, K, V, scale, local, w, wbuf);
       else
         fwd_task<false>(i / H, i % H, o, chunk_states, state, q, k, v, g, beta, cu_seqlens,
-                        start_pos, off.data(), H, K, V, scale, local, w, wbuf);
+                        start_pos, si, off.data(), H, K, V, scale, local, w, wbuf);
     }
   });
 }
