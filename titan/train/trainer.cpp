@@ -486,6 +486,8 @@ TrainResult Trainer::train() {
     auto t0 = Clock::now();
     const int64_t mem_base = storage_bytes_live();
     reset_storage_peak();
+    if (fsdp_) fsdp_->reset_stats();  // the step's collectives only (not an evaluation's)
+    if (tp_) tp_->stats() = {};
     double gnorm = 0;
     int64_t tokens = 0;
     const double lr = sched_->lr(step, job_.optimizer.lr);
