@@ -22,6 +22,7 @@
 #include "titan/data/token_cache.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/parallel_dims.h"
+#include "titan/distributed/tensor_parallel.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
 #include "titan/ops/elementwise.h"
@@ -187,6 +188,8 @@ void Trainer::build() {
   auto world = distributed::world();
   const distributed::MeshShape shape = distributed::resolve_parallel_dims(job_, world->size(), dims);
   distributed::refuse_unimplemented(shape);
+  distributed::TensorParallel::check_model(mcfg, shape.tp, job_.parallelism.enable_sequence_parallel,
+                                           job_.training.seq_len);
   mesh_ = std::make_unique<distributed::DeviceMesh>(world, shape);
   rank0_ = world->rank() == 0;
   const bool sharded = mesh_->dp_size() > 1;
@@ -200,9 +203,28 @@ void Trainer::build() {
                 "implemented yet",
                 mesh_->dp_size());
   }
-  model_ = std::make_unique<models::Decoder>(mcfg);
-  model_->init_weights(static_cast<uint64_t>(job_.training.seed),
-                       job_.model.init == config::ModelInit::gpt2 ? models::InitScheme::gpt2 : models::InitScheme::family);
+  if (shape.tp > 1) {
+    TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
+                "optimizer.name=muon with parallelism.tensor_parallel_degree={} is not supported (Muon "
+                "orthogonalises whole matrices; tensor parallelism holds row and column pieces)",
+                shape.tp);
+    TITAN_CHECK(!job_.checkpoint.enable,
+                "checkpoint.enable=true with parallelism.tensor_parallel_degree={} is not supported: checkpoints "
+                "hold whole tensors",
+                shape.tp);
+  }
+  const auto init = [&](models::Decoder& m) {
+    m.init_weights(static_cast<uint64_t>(job_.training.seed),
+                   job_.model.init == config::ModelInit::gpt2 ? models::InitScheme::gpt2 : models::InitScheme::family);
+  };
+  if (shape.tp > 1) {
+    // The full model is initialised on every rank from the seed, then sliced.
+    tp_ = std::make_unique<distributed::TensorParallel>(*mesh_, mcfg, job_.parallelism.enable_sequence_parallel);
+    model_ = tp_->build(init);
+  } else {
+    model_ = std::make_unique<models::Decoder>(mcfg);
+    init(*model_);
+  }
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
@@ -286,12 +308,15 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     Tensor hidden = model_->forward(b.input);
     // The backward below sends float(1 / valid) to every row: computed with the forward.
     const double inv_valid = 1.0 / static_cast<double>(valid);
-    Tensor l = linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0,
-                                    Reduction::sum, /*expected_grad=*/inv_valid);
+    Tensor l = tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets)
+                   : linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum,
+                                          /*expected_grad=*/inv_valid);
     losses.push_back(l.item<double>());
     scale(l, inv_valid).backward();
+    if (tp_ && fsdp_) tp_->reduce_partial_grads();  // FSDP takes each microbatch's full gradients
     if (fsdp_) fsdp_->reduce_gradients();
   }
+  if (tp_ && !fsdp_) tp_->reduce_partial_grads();
   std::vector<double> all(static_cast<size_t>(accum * dp));
   if (dp > 1)
     mesh_->dp().all_gather_bytes(losses.data(), losses.size() * sizeof(double), all.data());
@@ -300,7 +325,12 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   double loss_sum = 0;  // microbatch j = m·dp + q, summed in j order as one rank does
   for (int64_t m = 0; m < accum; ++m)
     for (int64_t q = 0; q < dp; ++q) loss_sum += all[static_cast<size_t>(q * accum + m)];
-  if (fsdp_) {
+  if (tp_) {
+    auto refs = opt_->param_refs();
+    distributed::ProcessGroup* shards = fsdp_ ? &mesh_->group(distributed::MeshDim::dp_shard) : nullptr;
+    grad_norm = job_.training.max_norm > 0 ? tp_->clip_grad_norm_(refs, shards, job_.training.max_norm)
+                                           : tp_->grad_norm(refs, shards);
+  } else if (fsdp_) {
     grad_norm = job_.training.max_norm > 0 ? fsdp_->clip_grad_norm_(job_.training.max_norm) : fsdp_->grad_norm();
   } else {
     auto refs = opt_->param_refs();
@@ -333,7 +363,9 @@ double Trainer::evaluate() {
   for (int64_t i = 0; i < nb; ++i) {
     data::Batch b = val_loader_ ? val_loader_->batch(i) : doc_val_loader_->batch(i);
     Tensor hidden = model_->forward(b.input);
-    sum += linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum).item<double>();
+    sum += (tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets)
+                : linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum))
+               .item<double>();
     n += b.num_targets;
   }
   if (fsdp_) fsdp_->reshard_all();
@@ -388,21 +420,22 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::export_hf() {
-  if (fsdp_) {
-    // Full tensors are gathered on every rank (a collective); rank 0 writes them.
-    fsdp_->unshard_all();
-    if (rank0_) write_hf_export();
-    fsdp_->reshard_all();
-  } else {
-    write_hf_export();
+  // Full tensors are gathered on every rank (collectives); rank 0 writes them.
+  if (fsdp_) fsdp_->unshard_all();
+  if (tp_) {
+    std::unique_ptr<models::Decoder> full = tp_->gather_full_model();
+    if (rank0_) write_hf_export(*full);
+  } else if (rank0_) {
+    write_hf_export(*model_);
   }
+  if (fsdp_) fsdp_->reshard_all();
 }
 
-void Trainer::write_hf_export() {
+void Trainer::write_hf_export(const models::Decoder& model) {
   const std::string dir = dump_ + "/hf";
   create_output_dir(dir, "checkpoint.export_hf (<job.dump_folder>/hf)");
-  save_safetensors(dir + "/model.safetensors", models::hf_state_dict(*model_));
-  save_hf_config(dir + "/config.json", models::config_to_hf(model_->config()));
+  save_safetensors(dir + "/model.safetensors", models::hf_state_dict(model));
+  save_hf_config(dir + "/config.json", models::config_to_hf(model.config()));
   const std::string tp = job_.model.tokenizer_path;
   if (tp.empty() || data::is_builtin_tokenizer(tp)) {
     // A built-in tokenizer has no file: name it so load_tokenizer(dir) finds it.
@@ -429,15 +462,16 @@ TrainResult Trainer::train() {
     if (metrics_file) metrics_file->log(row);
   };
   SignalGuard signals;
-  const double flops_per_token = model_->config().train_flops_per_token(job_.training.seq_len);
+  const models::TransformerConfig& mcfg = tp_ ? tp_->full_config() : model_->config();  // the whole model's
+  const double flops_per_token = mcfg.train_flops_per_token(job_.training.seq_len);
   // metrics.peak_flops is the whole job's; auto = one rank's peak × the ranks.
   const double peak_flops = job_.metrics.peak_flops > 0 ? job_.metrics.peak_flops
                                                         : mfu_peak_flops(0.0) * mesh_->world_size();
   const int64_t total = job_.training.steps;
   if (rank0_)
     fmt::print("model: {} {} params, {} layers, dim {}, vocab {} | data {} tokens | kernels {} | threads {}{}\n",
-             model_->config().family, model_->num_parameters(), model_->config().num_hidden_layers,
-             model_->config().hidden_size, model_->config().vocab_size,
+             mcfg.family, tp_ ? mcfg.num_params() : model_->num_parameters(), mcfg.num_hidden_layers,
+             mcfg.hidden_size, mcfg.vocab_size,
              doc_loader_ ? doc_loader_->documents().num_tokens() : static_cast<int64_t>(loader_->data().tokens().size()),
              kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads(),
              mesh_->world_size() > 1 ? fmt::format(" per rank | {} ranks: {}", mesh_->world_size(), mesh_->shape().str())
@@ -453,6 +487,8 @@ TrainResult Trainer::train() {
     auto t0 = Clock::now();
     const int64_t mem_base = storage_bytes_live();
     reset_storage_peak();
+    if (fsdp_) fsdp_->reset_stats();  // the step's collectives only (not an evaluation's)
+    if (tp_) tp_->stats() = {};
     double gnorm = 0;
     int64_t tokens = 0;
     const double lr = sched_->lr(step, job_.optimizer.lr);
@@ -478,11 +514,28 @@ TrainResult Trainer::train() {
                           {"rss_mb", rss},
                           {"mem_base_mb", mem_base_max / kMiB},
                           {"mem_step_mb", (mem_peak - mem_base_max) / kMiB}};
-    if (fsdp_) {
-      const distributed::FsdpStats& fs = fsdp_->stats();
-      row["comm_ms"] = fs.comm_ms;
-      row["comm_bytes"] = fs.all_gather_bytes + fs.reduce_bytes;
-      fsdp_->reset_stats();
+    if (fsdp_ || tp_) {  // comm_*: all of rank 0's collectives of the step; fsdp_* / tp_*: their parts
+      double ms = 0;
+      int64_t bytes = 0;
+      if (fsdp_) {
+        const distributed::FsdpStats& fs = fsdp_->stats();
+        row["fsdp_comm_ms"] = fs.comm_ms;
+        row["fsdp_all_gather_bytes"] = fs.all_gather_bytes;
+        row["fsdp_reduce_bytes"] = fs.reduce_bytes;
+        ms += fs.comm_ms;
+        bytes += fs.all_gather_bytes + fs.reduce_bytes;
+        fsdp_->reset_stats();
+      }
+      if (tp_) {
+        distributed::TpStats& ts = tp_->stats();
+        row["tp_comm_ms"] = ts.comm_ms;
+        row["tp_comm_bytes"] = ts.bytes;
+        ms += ts.comm_ms;
+        bytes += ts.bytes;
+        ts = {};
+      }
+      row["comm_ms"] = ms;
+      row["comm_bytes"] = bytes;
     }
     for (auto& [k, v] : model_->take_moe_metrics()) row[k] = v;
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) row["skipped_nonfinite"] = true;
@@ -549,7 +602,9 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int32_t> window(ids.end() - std::min<int64_t>(ctx, static_cast<int64_t>(ids.size())), ids.end());
     Tensor h = model_->forward(models::make_packed_batch({window}));
-    Tensor logits = model_->logits(h.narrow(0, h.size(0) - 1, 1)).contiguous();
+    if (tp_) h = tp_->full_sequence(h);
+    h = h.narrow(0, h.size(0) - 1, 1);
+    Tensor logits = (tp_ ? tp_->logits(h, model_->lm_head_weight()) : model_->logits(h)).contiguous();
     const float* lp = logits.data<float>();
     int32_t next = 0;
     if (temperature <= 0) {

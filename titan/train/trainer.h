@@ -22,6 +22,7 @@
 
 namespace titan::distributed {
 class FullyShard;
+class TensorParallel;
 }
 
 namespace titan::train {
@@ -77,7 +78,7 @@ class Trainer {
   void save_checkpoint(int64_t step, double& blocking_ms);
   bool try_resume();
   void export_hf();
-  void write_hf_export();  // export_hf's files, from the module's (full) parameters
+  void write_hf_export(const models::Decoder& model);  // export_hf's files, from a full model's parameters
   // Adds checkpoint_write_ms / checkpoint_step to row when a write finished since
   // last_logged (its step); returns whether it did.
   bool log_checkpoint_write(nlohmann::json& row, int64_t& last_logged) const;
@@ -87,6 +88,9 @@ class Trainer {
   // FSDP/HSDP when the data-parallel degree is > 1 (titan/distributed/fsdp.h): the
   // optimizer then holds the shards, and rank 0 alone prints and writes files.
   std::unique_ptr<distributed::FullyShard> fsdp_;
+  // Tensor (+ sequence) parallelism when tp > 1 (titan/distributed/tensor_parallel.h):
+  // model_ then holds this rank's pieces.
+  std::unique_ptr<distributed::TensorParallel> tp_;
   bool rank0_ = true;
   std::optional<ScopedHostCacheLimit> host_cache_;  // training.host_cache_mb while alive
   std::string dump_;

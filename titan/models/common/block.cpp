@@ -1,6 +1,7 @@
 #include "titan/models/common/block.h"
 
 #include "titan/models/ffn/moe.h"
+#include "titan/nn/hooks.h"
 #include "titan/ops/elementwise.h"
 
 namespace titan::models {
@@ -42,8 +43,12 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
 }
 
 Tensor TransformerBlock::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
-  Tensor h = add(x, mixer->forward(attention_norm->forward(x), batch, cache));
-  return add(h, ffn->forward(ffn_norm->forward(h), batch, cache));
+  // Each part runs through nn::call_forward, so that a hook can act on its output
+  // (tensor parallelism: titan/distributed/tensor_parallel.h).
+  Tensor a = nn::call_forward(*attention_norm, [&] { return attention_norm->forward(x); });
+  Tensor h = add(x, nn::call_forward(*mixer, [&] { return mixer->forward(a, batch, cache); }));
+  Tensor f = nn::call_forward(*ffn_norm, [&] { return ffn_norm->forward(h); });
+  return add(h, nn::call_forward(*ffn, [&] { return ffn->forward(f, batch, cache); }));
 }
 
 LayerCacheSpec TransformerBlock::cache_spec(int block_size) const {

@@ -283,7 +283,7 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
               "Decoder::forward: the cache has {} layers, the model {}", batch.is_paged() ? batch.kv->layers.size() : 0,
               layers.size());
   if (batch.routed_experts) batch.routed_experts->assign(layers.size(), Tensor());
-  Tensor h = tok_embeddings->forward(batch.tokens);
+  Tensor h = nn::call_forward(*tok_embeddings, [&] { return tok_embeddings->forward(batch.tokens); });
   for (size_t l = 0; l < layers.size(); ++l) {
     const TransformerBlock* layer = layers[l];
     LayerCache* cache = batch.is_paged() ? &batch.kv->layers[l] : nullptr;

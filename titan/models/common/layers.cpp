@@ -1,4 +1,5 @@
 #include "titan/models/common/layers.h"
+#include "titan/models/common/vocab_shard.h"
 
 #include "titan/models/common/rope_yarn.h"
 
@@ -9,6 +10,7 @@
 #include "titan/ops/matmul.h"
 #include "titan/ops/norm.h"
 #include "titan/ops/rope.h"
+#include "titan/ops/vocab_parallel.h"
 
 namespace titan::models {
 
@@ -33,6 +35,8 @@ Embedding::Embedding(int64_t num, int64_t dim) : num_(num) {
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
+  if (auto shard = vocab_shard(*this))  // vocabulary parallelism (vocab_shard.h)
+    return embedding_vocab_shard(weight, ids, shard->vocab_start, shard->vocab_size);
   return repacked() ? embedding_panels(weight, num_, ids) : embedding(weight, ids);
 }
 
