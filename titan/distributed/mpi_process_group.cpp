@@ -6,10 +6,12 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "titan/core/error.h"
 #include "titan/distributed/process_group.h"
@@ -42,6 +44,21 @@ std::vector<int> to_ints(const std::vector<size_t>& v, const char* call) {
   for (size_t i = 0; i < v.size(); ++i) out[i] = to_int(v[i], call);
   return out;
 }
+
+class MpiPendingSend final : public PendingSend {
+ public:
+  MPI_Request req = MPI_REQUEST_NULL;
+  void wait() override {
+    if (req == MPI_REQUEST_NULL) return;
+    CollectiveScope scope("isend");
+    check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+  ~MpiPendingSend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (req != MPI_REQUEST_NULL && !finalized) MPI_Wait(&req, MPI_STATUS_IGNORE);
+  }
+};
 
 class MpiProcessGroup final : public ProcessGroup {
  public:
@@ -93,6 +110,11 @@ class MpiProcessGroup final : public ProcessGroup {
   void send_bytes(const void* buf, size_t bytes, int dst, int tag) override {
     CollectiveScope scope("send");
     check_mpi(MPI_Send(buf, to_int(bytes, "MPI_Send"), MPI_BYTE, dst, tag, comm_), "MPI_Send");
+  }
+  std::unique_ptr<PendingSend> isend_bytes(const void* buf, size_t bytes, int dst, int tag) override {
+    auto p = std::make_unique<MpiPendingSend>();
+    check_mpi(MPI_Isend(buf, to_int(bytes, "MPI_Isend"), MPI_BYTE, dst, tag, comm_, &p->req), "MPI_Isend");
+    return p;
   }
   void recv_bytes(void* buf, size_t bytes, int src, int tag) override {
     CollectiveScope scope("recv");
@@ -171,8 +193,11 @@ int finish(int rc) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (rc != 0 && size > 1) {
     // A failing rank ends the whole job: the others may wait in a collective for it.
+    // It first gives them a second, so that ranks failing the same check (a bad
+    // layout fails on every rank) print their own line before the abort ends them.
     std::fflush(stdout);
     std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     MPI_Abort(MPI_COMM_WORLD, rc);
   }
   g_world.reset();

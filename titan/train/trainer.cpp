@@ -22,6 +22,7 @@
 #include "titan/data/token_cache.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/parallel_dims.h"
+#include "titan/distributed/pipeline.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
 #include "titan/ops/elementwise.h"
@@ -187,6 +188,9 @@ void Trainer::build() {
   auto world = distributed::world();
   const distributed::MeshShape shape = distributed::resolve_parallel_dims(job_, world->size(), dims);
   distributed::refuse_unimplemented(shape);
+  distributed::PipelinePlan pplan =
+      distributed::plan_pipeline(job_, shape.pp, mcfg.num_hidden_layers, mcfg.tie_word_embeddings);
+  loader_rows_ = shape.pp > 1 ? pplan.microbatch_size : job_.training.local_batch_size;
   mesh_ = std::make_unique<distributed::DeviceMesh>(world, shape);
   rank0_ = world->rank() == 0;
   const bool sharded = mesh_->dp_size() > 1;
@@ -206,16 +210,24 @@ void Trainer::build() {
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
+  if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan));
   if (sharded) {
-    // One FSDP unit per transformer block (TorchTitan's fully_shard per layer).
+    // One FSDP unit per transformer block (TorchTitan's fully_shard per layer); under
+    // PP, over this rank's stages only.
     std::vector<std::pair<std::string, const nn::Module*>> blocks;
     for (size_t i = 0; i < model_->layers.size(); ++i)
       blocks.emplace_back("layers." + std::to_string(i), model_->layers[i]);
-    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks);
+    std::function<bool(const std::string&)> include;
+    if (pipeline_) {
+      blocks = pipeline_->blocks();
+      include = [p = pipeline_.get()](const std::string& name) { return p->owns(name); };
+    }
+    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include);
     opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(fsdp_->shards()), optimizer_config_from_job(job_));
   } else {
-    opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(model_->named_parameters()),
-                                              optimizer_config_from_job(job_));
+    opt_ = std::make_unique<optim::Optimizer>(
+        optim::to_param_refs(pipeline_ ? pipeline_->parameters() : model_->named_parameters()),
+        optimizer_config_from_job(job_));
   }
   sched_ = std::make_unique<optim::LRScheduler>(lr_config_from_job(job_), job_.training.steps);
 
@@ -231,7 +243,7 @@ void Trainer::build() {
   auto train_ds = data::load_token_dataset(spec, data::Split::train, vf, *tok_, copt);
   data::LoaderOptions lo;
   lo.mode = data::SamplingMode::random;
-  lo.batch_size = job_.training.local_batch_size;
+  lo.batch_size = loader_rows_;
   lo.seq_len = job_.training.seq_len;
   lo.seed = static_cast<uint64_t>(job_.training.seed);
   loader_ = std::make_unique<data::DataLoader>(train_ds, lo);
@@ -247,7 +259,7 @@ bool Trainer::build_document_loaders() {
   // Documents packed whole into rows of seq_len (masked_documents.h): positions restart
   // per document, no attention or target across documents, loss on masked tokens only.
   data::MaskedLoaderOptions lo;
-  lo.batch_size = job_.training.local_batch_size;
+  lo.batch_size = loader_rows_;
   lo.seq_len = job_.training.seq_len;
   lo.seed = static_cast<uint64_t>(job_.training.seed);
   lo.pad_id = tok_->pad_id() >= 0 ? tok_->pad_id() : 0;
@@ -263,7 +275,9 @@ bool Trainer::build_document_loaders() {
 
 double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   const int64_t dp = mesh_->dp_size(), me = mesh_->dp_rank();
-  const int64_t accum = config::grad_accum_steps(job_, mesh_->world_size());  // per rank
+  // Microbatches per rank: the gradient accumulation steps, × the pipeline microbatches.
+  const int64_t runs = config::grad_accum_steps(job_, mesh_->world_size());
+  const int64_t accum = runs * (pipeline_ ? pipeline_->plan().n_microbatches : 1);
   // The step's accum × dp microbatches are drawn in the order of a 1-rank run with the
   // same global batch; dp rank q trains on microbatches j ≡ q (mod dp) and skips the
   // others' rows. Every rank thus knows the step's token counts without communication,
@@ -281,7 +295,13 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   // loss = Σ token CE / valid tokens of the whole step over all ranks (TorchTitan's
   // global token mean).
   std::vector<double> losses;
+  for (int64_t r = 0; pipeline_ && r < runs; ++r) {
+    const std::vector<double> l = pipeline_->train(micro, static_cast<size_t>(r * pipeline_->plan().n_microbatches),
+                                                   1.0 / static_cast<double>(valid), fsdp_.get());
+    losses.insert(losses.end(), l.begin(), l.end());
+  }
   for (auto& b : micro) {
+    if (pipeline_) break;
     if (fsdp_) fsdp_->unshard_root();
     Tensor hidden = model_->forward(b.input);
     // The backward below sends float(1 / valid) to every row: computed with the forward.
@@ -300,7 +320,11 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   double loss_sum = 0;  // microbatch j = m·dp + q, summed in j order as one rank does
   for (int64_t m = 0; m < accum; ++m)
     for (int64_t q = 0; q < dp; ++q) loss_sum += all[static_cast<size_t>(q * accum + m)];
-  if (fsdp_) {
+  if (pipeline_) {
+    auto refs = opt_->param_refs();
+    grad_norm = job_.training.max_norm > 0 ? pipeline_->clip_grad_norm_(refs, job_.training.max_norm, fsdp_.get())
+                                           : pipeline_->grad_norm(refs, fsdp_.get());
+  } else if (fsdp_) {
     grad_norm = job_.training.max_norm > 0 ? fsdp_->clip_grad_norm_(job_.training.max_norm) : fsdp_->grad_norm();
   } else {
     auto refs = opt_->param_refs();
@@ -331,9 +355,13 @@ double Trainer::evaluate() {
   if (fsdp_) fsdp_->unshard_root();
   for (int64_t i = 0; i < nb; ++i) {
     data::Batch b = val_loader_ ? val_loader_->batch(i) : doc_val_loader_->batch(i);
+    n += b.num_targets;
+    if (pipeline_) {
+      sum += pipeline_->loss_sum(b, fsdp_.get());
+      continue;
+    }
     Tensor hidden = model_->forward(b.input);
     sum += linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum).item<double>();
-    n += b.num_targets;
   }
   if (fsdp_) fsdp_->reshard_all();
   return sum / static_cast<double>(n);
@@ -387,7 +415,12 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::export_hf() {
-  if (fsdp_) {
+  if (pipeline_) {
+    // Every stage's parameters reach world rank 0, which writes them.
+    pipeline_->gather_parameters(fsdp_.get());
+    if (rank0_) write_hf_export();
+    if (fsdp_) fsdp_->reshard_all();
+  } else if (fsdp_) {
     // Full tensors are gathered on every rank (a collective); rank 0 writes them.
     fsdp_->unshard_all();
     if (rank0_) write_hf_export();
@@ -441,6 +474,16 @@ TrainResult Trainer::train() {
              kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads(),
              mesh_->world_size() > 1 ? fmt::format(" per rank | {} ranks: {}", mesh_->world_size(), mesh_->shape().str())
                                      : std::string());
+  if (rank0_ && pipeline_) {
+    const distributed::PipelinePlan& pl = pipeline_->plan();
+    std::string stages;
+    for (const auto& st : pl.stages)
+      stages += fmt::format(" [{}{}..{}){}", st.embeddings ? "emb " : "", st.first_layer, st.end_layer,
+                            st.head ? " head" : "");
+    fmt::print("pipeline: {} | {} stages, {} per rank:{} | {} microbatches of {} rows per run\n",
+               distributed::pipeline_schedule_name(pl.schedule), pl.num_stages(), pl.stages_per_rank, stages,
+               pl.n_microbatches, pl.microbatch_size);
+  }
   if (job_.validation.enabled && start_step_ == 0) {
     double v = evaluate();
     log_row({{"step", 0}, {"val_loss", v}});
@@ -482,6 +525,11 @@ TrainResult Trainer::train() {
       row["comm_ms"] = fs.comm_ms;
       row["comm_bytes"] = fs.all_gather_bytes + fs.reduce_bytes;
       fsdp_->reset_stats();
+    }
+    if (pipeline_) {  // rank 0's stage traffic and time blocked waiting for its peers
+      row["pp_bytes"] = pipeline_->stats().bytes_sent;
+      row["pp_wait_ms"] = pipeline_->stats().recv_wait_ms;
+      pipeline_->reset_stats();
     }
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) row["skipped_nonfinite"] = true;
     res.final_loss = loss;
@@ -546,10 +594,16 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
   const int64_t V = tok_->vocab_size();
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int32_t> window(ids.end() - std::min<int64_t>(ctx, static_cast<int64_t>(ids.size())), ids.end());
-    Tensor h = model_->forward(models::make_packed_batch({window}));
+    const models::ForwardBatch fb = models::make_packed_batch({window});
+    // Under PP the rank of the last stage picks the token and tells the others.
+    Tensor h = pipeline_ ? pipeline_->forward(fb, fsdp_.get()) : model_->forward(fb);
+    int32_t next = 0;
+    if (!h.defined()) {
+      ids.push_back(pipeline_->broadcast_from_last(next));
+      continue;
+    }
     Tensor logits = model_->logits(h.narrow(0, h.size(0) - 1, 1)).contiguous();
     const float* lp = logits.data<float>();
-    int32_t next = 0;
     if (temperature <= 0) {
       for (int64_t v = 1; v < V; ++v)
         if (lp[v] > lp[next]) next = static_cast<int32_t>(v);
@@ -567,7 +621,7 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
         if (u <= 0) break;
       }
     }
-    ids.push_back(next);
+    ids.push_back(pipeline_ ? pipeline_->broadcast_from_last(next) : next);
   }
   if (fsdp_) fsdp_->reshard_all();
   return tok_->decode(std::vector<int32_t>(ids.begin() + n_prompt, ids.end()));

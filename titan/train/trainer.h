@@ -22,6 +22,7 @@
 
 namespace titan::distributed {
 class FullyShard;
+class Pipeline;
 }
 
 namespace titan::train {
@@ -87,6 +88,11 @@ class Trainer {
   // FSDP/HSDP when the data-parallel degree is > 1 (titan/distributed/fsdp.h): the
   // optimizer then holds the shards, and rank 0 alone prints and writes files.
   std::unique_ptr<distributed::FullyShard> fsdp_;
+  // Pipeline stages when pipeline_parallel_degree > 1 (titan/distributed/pipeline.h):
+  // this rank holds and trains only its stages; the loaders then draw microbatches of
+  // pipeline_parallel_microbatch_size rows.
+  std::unique_ptr<distributed::Pipeline> pipeline_;
+  int64_t loader_rows_ = 0;
   bool rank0_ = true;
   std::optional<ScopedHostCacheLimit> host_cache_;  // training.host_cache_mb while alive
   std::string dump_;
