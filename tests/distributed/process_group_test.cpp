@@ -198,6 +198,30 @@ TEST(ProcessGroup, BroadcastSendRecvBarrier) {
   W().barrier();
 }
 
+TEST(ProcessGroup, IsendLetsEveryRankSendBeforeReceiving) {
+  // Every rank sends 4 MiB around a ring before receiving: with blocking sends of that
+  // size (MPI's rendezvous protocol) every rank would wait for a receive that no rank
+  // posts. Messages of one tag arrive in the order they were started.
+  const int n = W().size(), me = W().rank();
+  if (n == 1) {
+    EXPECT_NE(error_of([&] { W().isend_bytes(nullptr, 0, 1, 0); }), "");
+    return;
+  }
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const int64_t elems = 1 << 20;
+  Tensor a = input_of(me, elems), b = input_of(me + n, elems);
+  auto s1 = W().isend_bytes(a.data_ptr(), a.nbytes(), next, 9);
+  auto s2 = W().isend_bytes(b.data_ptr(), b.nbytes(), next, 9);
+  Tensor got_a = Tensor::empty({elems}), got_b = Tensor::empty({elems});
+  W().recv(got_a, prev, 9);
+  W().recv(got_b, prev, 9);
+  s1->wait();
+  s2->wait();
+  EXPECT_TRUE(same_bits(got_a, input_of(prev, elems)));
+  EXPECT_TRUE(same_bits(got_b, input_of(prev + n, elems)));
+  W().barrier();
+}
+
 TEST(DeviceMesh, CoordinatesAndGroupsFollowTorchTitanOrder) {
   const int n = W().size();
   std::vector<td::MeshShape> shapes;

@@ -52,6 +52,31 @@ TEST(Layout, BadLayoutsFailOnEveryRankBeforeWork) {
         "--model.n_layers=1"},
        "parallelism.pipeline_parallel_degree=2 is more stages than the model's 1 layers"},
       {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--parallelism.pipeline_parallel_schedule=Interleaved1F1B",
+        "--model.tie_embeddings=false"},
+       "parallelism: 4 pipeline stages (pipeline_parallel_degree=2 × 2 per rank for Interleaved1F1B) are more "
+       "stages than the model's 2 layers"},
+      {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--parallelism.pipeline_parallel_schedule=ZeroBubble"},
+       "parallelism.pipeline_parallel_schedule='ZeroBubble' is not one of: GPipe, 1F1B, Interleaved1F1B"},
+      {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--parallelism.pipeline_parallel_microbatch_size=3"},
+       "parallelism.pipeline_parallel_microbatch_size=3 does not divide training.local_batch_size=4"},
+      {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--parallelism.pipeline_parallel_schedule=Interleaved1F1B",
+        "--model.tie_embeddings=false", "--model.n_layers=4", "--parallelism.pipeline_parallel_microbatch_size=4"},
+       "parallelism.pipeline_parallel_schedule=Interleaved1F1B needs the microbatches per run "
+       "(training.local_batch_size 4 / pipeline_parallel_microbatch_size 4 = 1) to be a multiple of "
+       "pipeline_parallel_degree=2"},
+      {2,
+       {"--parallelism.pipeline_parallel_degree=2"},
+       "model.tie_embeddings=true with parallelism.pipeline_parallel_degree=2 is not supported: the embedding "
+       "(first stage) and the LM head (last stage) would be one matrix on two ranks"},
+      {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--model.tie_embeddings=false", "--checkpoint.enable=true"},
+       "checkpoint.enable=true with parallelism.pipeline_parallel_degree=2 is not supported: a stage's checkpoint "
+       "holds only its own layers"},
+      {2,
        {"--parallelism.context_parallel_degree=2", "--training.seq_len=34"},
        "training.seq_len=34 must be divisible by 2 × parallelism.context_parallel_degree = 4 (each cp rank takes one "
        "head and one tail chunk)"},

@@ -1,5 +1,6 @@
 #include "titan/distributed/fsdp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -77,7 +78,8 @@ class FullyShard::Hook final : public nn::ForwardHook {
 };
 
 FullyShard::FullyShard(nn::Module& root, const DeviceMesh& mesh,
-                       const std::vector<std::pair<std::string, const nn::Module*>>& blocks)
+                       const std::vector<std::pair<std::string, const nn::Module*>>& blocks,
+                       const std::function<bool(const std::string&)>& include)
     : mesh_(mesh), shard_group_(mesh.group(MeshDim::dp_shard)), dp_group_(mesh.dp()) {
   units_.push_back(std::make_unique<Unit>());
   for (const auto& [prefix, m] : blocks) {
@@ -90,6 +92,7 @@ FullyShard::FullyShard(nn::Module& root, const DeviceMesh& mesh,
   const int S = shard_group_.size(), s = shard_group_.rank();
   autograd::NoGradGuard ng;
   for (auto& [name, t] : root.named_parameters()) {
+    if (include && !include(name)) continue;
     TITAN_CHECK(t.dtype() == DType::f32 && t.dim() >= 1 && t.is_contiguous(),
                 "fully_shard: parameter '{}' must be a contiguous f32 tensor with dim >= 1 (got {} {})", name,
                 dtype_name(t.dtype()), shape_str(t.shape()));
@@ -267,6 +270,12 @@ void FullyShard::reduce_gradients() {
 }
 
 float FullyShard::grad_norm() {
+  double norm_sq = 0.0;
+  for (double sp : grad_norm_sq_parts()) norm_sq += sp;
+  return static_cast<float>(std::sqrt(norm_sq));
+}
+
+std::vector<double> FullyShard::grad_norm_sq_parts() {
   const int S = shard_group_.size(), s = shard_group_.rank();
   constexpr int64_t B = optim::kGradNormBlock;
   // Per rank: the partials of the blocks inside its rows (doubles), then the values of
@@ -335,7 +344,7 @@ float FullyShard::grad_norm() {
     pd[r] = base[r];
     pf[r] = base[r] + plan.partials[r] * 8;
   }
-  double norm_sq = 0.0;
+  std::vector<double> parts(params_.size(), 0.0);
   std::vector<float> block(B);
   for (const Param* p : active) {
     const int64_t n = p->numel();
@@ -364,9 +373,9 @@ float FullyShard::grad_norm() {
       }
       sp += v;
     }
-    norm_sq += sp;
+    parts[static_cast<size_t>(std::find(params_.begin(), params_.end(), p) - params_.begin())] = sp;
   }
-  return static_cast<float>(std::sqrt(norm_sq));
+  return parts;
 }
 
 float FullyShard::clip_grad_norm_(double max_norm) {

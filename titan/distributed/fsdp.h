@@ -29,6 +29,7 @@
 // the same 4096-element blocks as optim::grad_norm (blocks that straddle shards are
 // assembled whole), so it too is the 1-rank value bit for bit.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,8 +52,11 @@ class FullyShard {
   // Shards `root`'s parameters (their values must already be the same on every rank,
   // e.g. initialised from one seed) and frees the full copies. Collective over the
   // mesh's dp group. Throws titan::Error for a parameter that is not f32 or 0-d.
+  // `include` (when set) picks the parameters to shard by name, e.g. a pipeline
+  // stage's; the others are left alone.
   FullyShard(nn::Module& root, const DeviceMesh& mesh,
-             const std::vector<std::pair<std::string, const nn::Module*>>& blocks);
+             const std::vector<std::pair<std::string, const nn::Module*>>& blocks,
+             const std::function<bool(const std::string&)>& include = {});
   ~FullyShard();
   FullyShard(const FullyShard&) = delete;
   FullyShard& operator=(const FullyShard&) = delete;
@@ -77,6 +81,9 @@ class FullyShard {
   // optim::grad_norm over the shards' gradients, equal bit for bit to it over the
   // full gradients (header comment). Collective over dp_shard.
   float grad_norm();
+  // The squared norms ‖g‖² (f64) of grad_norm per parameter, in shards() order (0 for
+  // one without a gradient): grad_norm() is √ of their sum in that order. Collective.
+  std::vector<double> grad_norm_sq_parts();
   // optim::clip_grad_norm_ on the shards with the norm above; returns the norm.
   float clip_grad_norm_(double max_norm);
 

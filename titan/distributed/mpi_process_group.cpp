@@ -45,6 +45,21 @@ std::vector<int> to_ints(const std::vector<size_t>& v, const char* call) {
   return out;
 }
 
+class MpiPendingSend final : public PendingSend {
+ public:
+  MPI_Request req = MPI_REQUEST_NULL;
+  void wait() override {
+    if (req == MPI_REQUEST_NULL) return;
+    CollectiveScope scope("isend");
+    check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+  }
+  ~MpiPendingSend() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (req != MPI_REQUEST_NULL && !finalized) MPI_Wait(&req, MPI_STATUS_IGNORE);
+  }
+};
+
 class MpiProcessGroup final : public ProcessGroup {
  public:
   explicit MpiProcessGroup(MPI_Comm comm) : comm_(comm) {
@@ -95,6 +110,11 @@ class MpiProcessGroup final : public ProcessGroup {
   void send_bytes(const void* buf, size_t bytes, int dst, int tag) override {
     CollectiveScope scope("send");
     check_mpi(MPI_Send(buf, to_int(bytes, "MPI_Send"), MPI_BYTE, dst, tag, comm_), "MPI_Send");
+  }
+  std::unique_ptr<PendingSend> isend_bytes(const void* buf, size_t bytes, int dst, int tag) override {
+    auto p = std::make_unique<MpiPendingSend>();
+    check_mpi(MPI_Isend(buf, to_int(bytes, "MPI_Isend"), MPI_BYTE, dst, tag, comm_, &p->req), "MPI_Isend");
+    return p;
   }
   void recv_bytes(void* buf, size_t bytes, int src, int tag) override {
     CollectiveScope scope("recv");

@@ -180,6 +180,10 @@ void ProcessGroup::send(const Tensor& t, int dst, int tag) {
   send_bytes(c.data_ptr(), c.nbytes(), dst, tag);
 }
 
+std::unique_ptr<PendingSend> ProcessGroup::isend_bytes(const void*, size_t, int dst, int) {
+  fail("isend: the {} backend has no point-to-point send (to rank {})", backend(), dst);
+}
+
 void ProcessGroup::recv(Tensor& t, int src, int tag) {
   check_dtype(t, "recv");
   TITAN_CHECK(src >= 0 && src < size() && src != rank(), "recv: bad source rank {} (group of {}, rank {})", src,

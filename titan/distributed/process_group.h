@@ -31,6 +31,14 @@ namespace titan::distributed {
 
 enum class ReduceOp { sum, max, min };
 
+// A send in flight (ProcessGroup::isend_bytes). wait() returns once the buffer may be
+// reused; the destructor waits too.
+class PendingSend {
+ public:
+  virtual ~PendingSend() = default;
+  virtual void wait() = 0;
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -59,6 +67,12 @@ class ProcessGroup {
   virtual void broadcast_bytes(void* buf, size_t bytes, int root) = 0;
   virtual void send_bytes(const void* buf, size_t bytes, int dst, int tag) = 0;
   virtual void recv_bytes(void* buf, size_t bytes, int src, int tag) = 0;
+  // A send that returns at once (MPI_Isend): `buf` must stay valid and unchanged until
+  // the handle's wait(). Pipeline schedules need it: two ranks that each send before
+  // receiving would block each other with send_bytes. Messages of one (src, dst, tag)
+  // arrive in the order they were started. The default throws titan::Error (a backend
+  // without point-to-point).
+  virtual std::unique_ptr<PendingSend> isend_bytes(const void* buf, size_t bytes, int dst, int tag);
   virtual void barrier() = 0;
   // Collective over this group: ranks with the same color form a new group, ordered
   // by (key, rank). A color < 0 returns nullptr for that rank (MPI_UNDEFINED).

@@ -23,6 +23,7 @@
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/parallel_dims.h"
 #include "titan/distributed/tensor_parallel.h"
+#include "titan/distributed/pipeline.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
 #include "titan/ops/elementwise.h"
@@ -190,6 +191,9 @@ void Trainer::build() {
   distributed::refuse_unimplemented(shape);
   distributed::TensorParallel::check_model(mcfg, shape.tp, job_.parallelism.enable_sequence_parallel,
                                            job_.training.seq_len);
+  distributed::PipelinePlan pplan =
+      distributed::plan_pipeline(job_, shape.pp, mcfg.num_hidden_layers, mcfg.tie_word_embeddings);
+  loader_rows_ = shape.pp > 1 ? pplan.microbatch_size : job_.training.local_batch_size;
   mesh_ = std::make_unique<distributed::DeviceMesh>(world, shape);
   rank0_ = world->rank() == 0;
   const bool sharded = mesh_->dp_size() > 1;
@@ -228,16 +232,24 @@ void Trainer::build() {
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
+  if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan));
   if (sharded) {
-    // One FSDP unit per transformer block (TorchTitan's fully_shard per layer).
+    // One FSDP unit per transformer block (TorchTitan's fully_shard per layer); under
+    // PP, over this rank's stages only.
     std::vector<std::pair<std::string, const nn::Module*>> blocks;
     for (size_t i = 0; i < model_->layers.size(); ++i)
       blocks.emplace_back("layers." + std::to_string(i), model_->layers[i]);
-    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks);
+    std::function<bool(const std::string&)> include;
+    if (pipeline_) {
+      blocks = pipeline_->blocks();
+      include = [p = pipeline_.get()](const std::string& name) { return p->owns(name); };
+    }
+    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include);
     opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(fsdp_->shards()), optimizer_config_from_job(job_));
   } else {
-    opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(model_->named_parameters()),
-                                              optimizer_config_from_job(job_));
+    opt_ = std::make_unique<optim::Optimizer>(
+        optim::to_param_refs(pipeline_ ? pipeline_->parameters() : model_->named_parameters()),
+        optimizer_config_from_job(job_));
   }
   sched_ = std::make_unique<optim::LRScheduler>(lr_config_from_job(job_), job_.training.steps);
 
@@ -253,7 +265,7 @@ void Trainer::build() {
   auto train_ds = data::load_token_dataset(spec, data::Split::train, vf, *tok_, copt);
   data::LoaderOptions lo;
   lo.mode = data::SamplingMode::random;
-  lo.batch_size = job_.training.local_batch_size;
+  lo.batch_size = loader_rows_;
   lo.seq_len = job_.training.seq_len;
   lo.seed = static_cast<uint64_t>(job_.training.seed);
   loader_ = std::make_unique<data::DataLoader>(train_ds, lo);
@@ -269,7 +281,7 @@ bool Trainer::build_document_loaders() {
   // Documents packed whole into rows of seq_len (masked_documents.h): positions restart
   // per document, no attention or target across documents, loss on masked tokens only.
   data::MaskedLoaderOptions lo;
-  lo.batch_size = job_.training.local_batch_size;
+  lo.batch_size = loader_rows_;
   lo.seq_len = job_.training.seq_len;
   lo.seed = static_cast<uint64_t>(job_.training.seed);
   lo.pad_id = tok_->pad_id() >= 0 ? tok_->pad_id() : 0;
@@ -285,7 +297,9 @@ bool Trainer::build_document_loaders() {
 
 double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   const int64_t dp = mesh_->dp_size(), me = mesh_->dp_rank();
-  const int64_t accum = config::grad_accum_steps(job_, mesh_->world_size());  // per rank
+  // Microbatches per rank: the gradient accumulation steps, × the pipeline microbatches.
+  const int64_t runs = config::grad_accum_steps(job_, mesh_->world_size());
+  const int64_t accum = runs * (pipeline_ ? pipeline_->plan().n_microbatches : 1);
   // The step's accum × dp microbatches are drawn in the order of a 1-rank run with the
   // same global batch; dp rank q trains on microbatches j ≡ q (mod dp) and skips the
   // others' rows. Every rank thus knows the step's token counts without communication,
@@ -303,7 +317,13 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   // loss = Σ token CE / valid tokens of the whole step over all ranks (TorchTitan's
   // global token mean).
   std::vector<double> losses;
+  for (int64_t r = 0; pipeline_ && r < runs; ++r) {
+    const std::vector<double> l = pipeline_->train(micro, static_cast<size_t>(r * pipeline_->plan().n_microbatches),
+                                                   1.0 / static_cast<double>(valid), fsdp_.get());
+    losses.insert(losses.end(), l.begin(), l.end());
+  }
   for (auto& b : micro) {
+    if (pipeline_) break;
     if (fsdp_) fsdp_->unshard_root();
     Tensor hidden = model_->forward(b.input);
     // The backward below sends float(1 / valid) to every row: computed with the forward.
@@ -330,6 +350,10 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     distributed::ProcessGroup* shards = fsdp_ ? &mesh_->group(distributed::MeshDim::dp_shard) : nullptr;
     grad_norm = job_.training.max_norm > 0 ? tp_->clip_grad_norm_(refs, shards, job_.training.max_norm)
                                            : tp_->grad_norm(refs, shards);
+  } else if (pipeline_) {
+    auto refs = opt_->param_refs();
+    grad_norm = job_.training.max_norm > 0 ? pipeline_->clip_grad_norm_(refs, job_.training.max_norm, fsdp_.get())
+                                           : pipeline_->grad_norm(refs, fsdp_.get());
   } else if (fsdp_) {
     grad_norm = job_.training.max_norm > 0 ? fsdp_->clip_grad_norm_(job_.training.max_norm) : fsdp_->grad_norm();
   } else {
@@ -362,11 +386,15 @@ double Trainer::evaluate() {
   if (fsdp_) fsdp_->unshard_root();
   for (int64_t i = 0; i < nb; ++i) {
     data::Batch b = val_loader_ ? val_loader_->batch(i) : doc_val_loader_->batch(i);
+    n += b.num_targets;
+    if (pipeline_) {
+      sum += pipeline_->loss_sum(b, fsdp_.get());
+      continue;
+    }
     Tensor hidden = model_->forward(b.input);
     sum += (tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets)
                 : linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum))
                .item<double>();
-    n += b.num_targets;
   }
   if (fsdp_) fsdp_->reshard_all();
   return sum / static_cast<double>(n);
@@ -420,13 +448,19 @@ bool Trainer::try_resume() {
 }
 
 void Trainer::export_hf() {
-  // Full tensors are gathered on every rank (collectives); rank 0 writes them.
-  if (fsdp_) fsdp_->unshard_all();
-  if (tp_) {
-    std::unique_ptr<models::Decoder> full = tp_->gather_full_model();
-    if (rank0_) write_hf_export(*full);
-  } else if (rank0_) {
-    write_hf_export(*model_);
+  if (pipeline_) {
+    // Every stage's parameters reach world rank 0, which writes them.
+    pipeline_->gather_parameters(fsdp_.get());
+    if (rank0_) write_hf_export(*model_);
+  } else {
+    // Full tensors are gathered on every rank (collectives); rank 0 writes them.
+    if (fsdp_) fsdp_->unshard_all();
+    if (tp_) {
+      std::unique_ptr<models::Decoder> full = tp_->gather_full_model();
+      if (rank0_) write_hf_export(*full);
+    } else if (rank0_) {
+      write_hf_export(*model_);
+    }
   }
   if (fsdp_) fsdp_->reshard_all();
 }
@@ -476,6 +510,16 @@ TrainResult Trainer::train() {
              kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads(),
              mesh_->world_size() > 1 ? fmt::format(" per rank | {} ranks: {}", mesh_->world_size(), mesh_->shape().str())
                                      : std::string());
+  if (rank0_ && pipeline_) {
+    const distributed::PipelinePlan& pl = pipeline_->plan();
+    std::string stages;
+    for (const auto& st : pl.stages)
+      stages += fmt::format(" [{}{}..{}){}", st.embeddings ? "emb " : "", st.first_layer, st.end_layer,
+                            st.head ? " head" : "");
+    fmt::print("pipeline: {} | {} stages, {} per rank:{} | {} microbatches of {} rows per run\n",
+               distributed::pipeline_schedule_name(pl.schedule), pl.num_stages(), pl.stages_per_rank, stages,
+               pl.n_microbatches, pl.microbatch_size);
+  }
   if (job_.validation.enabled && start_step_ == 0) {
     double v = evaluate();
     log_row({{"step", 0}, {"val_loss", v}});
@@ -538,6 +582,11 @@ TrainResult Trainer::train() {
       row["comm_bytes"] = bytes;
     }
     for (auto& [k, v] : model_->take_moe_metrics()) row[k] = v;
+    if (pipeline_) {  // rank 0's stage traffic and time blocked waiting for its peers
+      row["pp_bytes"] = pipeline_->stats().bytes_sent;
+      row["pp_wait_ms"] = pipeline_->stats().recv_wait_ms;
+      pipeline_->reset_stats();
+    }
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) row["skipped_nonfinite"] = true;
     res.final_loss = loss;
     const bool last = done == total;
@@ -601,12 +650,18 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
   const int64_t V = tok_->vocab_size();
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int32_t> window(ids.end() - std::min<int64_t>(ctx, static_cast<int64_t>(ids.size())), ids.end());
-    Tensor h = model_->forward(models::make_packed_batch({window}));
+    const models::ForwardBatch fb = models::make_packed_batch({window});
+    // Under PP the rank of the last stage picks the token and tells the others.
+    Tensor h = pipeline_ ? pipeline_->forward(fb, fsdp_.get()) : model_->forward(fb);
+    int32_t next = 0;
+    if (!h.defined()) {
+      ids.push_back(pipeline_->broadcast_from_last(next));
+      continue;
+    }
     if (tp_) h = tp_->full_sequence(h);
     h = h.narrow(0, h.size(0) - 1, 1);
     Tensor logits = (tp_ ? tp_->logits(h, model_->lm_head_weight()) : model_->logits(h)).contiguous();
     const float* lp = logits.data<float>();
-    int32_t next = 0;
     if (temperature <= 0) {
       for (int64_t v = 1; v < V; ++v)
         if (lp[v] > lp[next]) next = static_cast<int32_t>(v);
@@ -624,7 +679,7 @@ std::string Trainer::sample(const std::string& prompt, int64_t n, double tempera
         if (u <= 0) break;
       }
     }
-    ids.push_back(next);
+    ids.push_back(pipeline_ ? pipeline_->broadcast_from_last(next) : next);
   }
   if (fsdp_) fsdp_->reshard_all();
   return tok_->decode(std::vector<int32_t>(ids.begin() + n_prompt, ids.end()));

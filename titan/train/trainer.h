@@ -23,6 +23,7 @@
 namespace titan::distributed {
 class FullyShard;
 class TensorParallel;
+class Pipeline;
 }
 
 namespace titan::train {
@@ -91,6 +92,11 @@ class Trainer {
   // Tensor (+ sequence) parallelism when tp > 1 (titan/distributed/tensor_parallel.h):
   // model_ then holds this rank's pieces.
   std::unique_ptr<distributed::TensorParallel> tp_;
+  // Pipeline stages when pipeline_parallel_degree > 1 (titan/distributed/pipeline.h):
+  // this rank holds and trains only its stages; the loaders then draw microbatches of
+  // pipeline_parallel_microbatch_size rows.
+  std::unique_ptr<distributed::Pipeline> pipeline_;
+  int64_t loader_rows_ = 0;
   bool rank0_ = true;
   std::optional<ScopedHostCacheLimit> host_cache_;  // training.host_cache_mb while alive
   std::string dump_;

@@ -1,0 +1,274 @@
+#include "titan/distributed/pipeline.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "titan/autograd/checkpoint.h"
+#include "titan/autograd/node.h"
+#include "titan/core/error.h"
+#include "titan/distributed/fsdp.h"
+#include "titan/nn/hooks.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/loss.h"
+#include "titan/optim/grad_clip.h"
+#include "titan/optim/kernels.h"
+
+namespace titan::distributed {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+struct Pipeline::Pending {
+  Tensor buffer;  // kept alive until the send completes
+  std::unique_ptr<PendingSend> send;
+};
+
+Pipeline::Pipeline(models::Decoder& model, const DeviceMesh& mesh, PipelinePlan plan)
+    : model_(model), mesh_(mesh), group_(mesh.group(MeshDim::pp)), plan_(std::move(plan)) {
+  TITAN_CHECK(plan_.pp == mesh.size(MeshDim::pp), "pipeline: a plan for {} pp ranks on a mesh with pp={}", plan_.pp,
+              mesh.size(MeshDim::pp));
+  TITAN_CHECK(!plan_.stages.empty() && plan_.stages.back().end_layer == static_cast<int64_t>(model.layers.size()),
+              "pipeline: the plan's stages cover {} layers, the model has {}",
+              plan_.stages.empty() ? 0 : plan_.stages.back().end_layer, model.layers.size());
+  TITAN_CHECK(model.output != nullptr, "pipeline: the model's LM head is tied to its embedding");
+  rank_ = group_.rank();
+  mine_.assign(static_cast<size_t>(plan_.num_stages()), false);
+  for (int s : plan_.stages_of_rank(rank_)) mine_[static_cast<size_t>(s)] = true;
+  // The other stages' parameters lose their buffers (the handles, and their shapes, stay).
+  for (auto& [name, t] : model_.named_parameters())
+    if (!owns(name)) t.unsafe_impl()->storage.reset();
+}
+
+Pipeline::~Pipeline() { wait_sends(); }
+
+int Pipeline::stage_of_parameter(const std::string& name) const {
+  if (name.rfind("tok_embeddings.", 0) == 0) return 0;
+  if (name.rfind("layers.", 0) == 0) {
+    const int64_t layer = std::stoll(name.substr(7, name.find('.', 7) - 7));
+    for (int s = 0; s < plan_.num_stages(); ++s)
+      if (layer >= plan_.stages[s].first_layer && layer < plan_.stages[s].end_layer) return s;
+  }
+  return plan_.num_stages() - 1;  // norm, output
+}
+
+bool Pipeline::owns(const std::string& name) const { return mine_[static_cast<size_t>(stage_of_parameter(name))]; }
+
+std::vector<std::pair<std::string, Tensor>> Pipeline::parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, t] : model_.named_parameters())
+    if (owns(name)) out.emplace_back(name, t);
+  return out;
+}
+
+std::vector<std::pair<std::string, const nn::Module*>> Pipeline::blocks() const {
+  std::vector<std::pair<std::string, const nn::Module*>> out;
+  for (int s : plan_.stages_of_rank(rank_))
+    for (int64_t l = plan_.stages[s].first_layer; l < plan_.stages[s].end_layer; ++l)
+      out.emplace_back("layers." + std::to_string(l), model_.layers[static_cast<size_t>(l)]);
+  return out;
+}
+
+bool Pipeline::holds_last_stage() const { return mine_.back(); }
+
+Tensor Pipeline::stage_forward(int stage, const models::ForwardBatch& batch, const Tensor& x) const {
+  // Decoder::forward's arithmetic, restricted to the stage's modules.
+  const PipelineStage& st = plan_.stages[static_cast<size_t>(stage)];
+  Tensor h = st.embeddings ? model_.tok_embeddings->forward(batch.tokens) : x;
+  for (int64_t l = st.first_layer; l < st.end_layer; ++l) {
+    const models::TransformerBlock* layer = model_.layers[static_cast<size_t>(l)];
+    if (model_.activation_checkpoint == models::ActivationCheckpoint::full && autograd::GradMode::enabled()) {
+      h = autograd::checkpoint(
+          [layer, batch](const std::vector<Tensor>& in) {
+            return std::vector<Tensor>{
+                nn::call_forward(*layer, [&] { return layer->forward(in[0], batch, nullptr); })};
+          },
+          {h})[0];
+    } else {
+      h = nn::call_forward(*layer, [&] { return layer->forward(h, batch, nullptr); });
+    }
+  }
+  return st.head ? model_.norm->forward(h) : h;
+}
+
+Tensor Pipeline::recv_hidden(int64_t tokens, int src_rank, int tag) {
+  Tensor t = Tensor::empty({tokens, model_.config().hidden_size});
+  const auto t0 = Clock::now();
+  group_.recv(t, src_rank, tag);
+  stats_.recv_wait_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return t;
+}
+
+void Pipeline::send_hidden(const Tensor& t, int dst_rank, int tag) {
+  TITAN_CHECK(t.dtype() == DType::f32, "pipeline: stage activations must be f32, got {}", dtype_name(t.dtype()));
+  auto p = std::make_unique<Pending>();
+  p->buffer = t.detach().contiguous();
+  if (p->buffer.is_same(t)) p->buffer = t.detach().clone();  // the sender may not touch it while in flight
+  p->send = group_.isend_bytes(p->buffer.data_ptr(), p->buffer.nbytes(), dst_rank, tag);
+  stats_.bytes_sent += static_cast<int64_t>(p->buffer.nbytes());
+  pending_.push_back(std::move(p));
+}
+
+void Pipeline::wait_sends() {
+  for (auto& p : pending_) p->send->wait();
+  pending_.clear();
+}
+
+std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_t first, double inv_valid,
+                                    FullyShard* fsdp) {
+  const int64_t n = plan_.n_microbatches;
+  TITAN_CHECK(first + static_cast<size_t>(n) <= micro.size(), "pipeline: {} microbatches from {} of {}", n, first,
+              micro.size());
+  const int V = plan_.num_stages();
+  struct InFlight {
+    Tensor input, output, loss;
+  };
+  std::map<std::pair<int, int64_t>, InFlight> live;
+  std::vector<double> losses(static_cast<size_t>(n), 0.0);
+  for (const PipelineAction& a : pipeline_actions(plan_, rank_)) {
+    const data::Batch& b = micro[first + static_cast<size_t>(a.microbatch)];
+    const PipelineStage& st = plan_.stages[static_cast<size_t>(a.stage)];
+    const int64_t T = b.input.num_tokens();
+    if (fsdp) fsdp->unshard_root();
+    if (a.kind == PipelineAction::forward) {
+      InFlight f;
+      if (!st.embeddings) {
+        f.input = recv_hidden(T, plan_.rank_of_stage(a.stage - 1), a.stage);
+        f.input.requires_grad_(true);
+      }
+      f.output = stage_forward(a.stage, b.input, f.input);
+      if (st.head) {
+        // The 1-rank trainer's loss: Σ token CE, its backward seeded with float(1 / valid).
+        f.loss = linear_cross_entropy(f.output, model_.lm_head_weight(), b.targets, -100, 0.0, Reduction::sum,
+                                      /*expected_grad=*/inv_valid);
+        losses[static_cast<size_t>(a.microbatch)] = f.loss.item<double>();
+      } else {
+        send_hidden(f.output, plan_.rank_of_stage(a.stage + 1), a.stage + 1);
+      }
+      live[{a.stage, a.microbatch}] = std::move(f);
+    } else {
+      auto it = live.find({a.stage, a.microbatch});
+      TITAN_CHECK(it != live.end(), "pipeline: backward of stage {} microbatch {} before its forward", a.stage,
+                  a.microbatch);
+      InFlight f = std::move(it->second);
+      live.erase(it);
+      if (st.head) {
+        scale(f.loss, inv_valid).backward();
+      } else {
+        Tensor dy = recv_hidden(T, plan_.rank_of_stage(a.stage + 1), V + a.stage);
+        f.output.backward(dy);
+      }
+      if (!st.embeddings) {
+        Tensor dx = f.input.grad();
+        TITAN_CHECK(dx.defined(), "pipeline: stage {} produced no gradient for its input", a.stage);
+        send_hidden(dx, plan_.rank_of_stage(a.stage - 1), V + a.stage - 1);
+      }
+      if (fsdp) fsdp->reduce_gradients();
+    }
+  }
+  wait_sends();
+  const int last = plan_.rank_of_stage(V - 1);
+  group_.broadcast_bytes(losses.data(), losses.size() * sizeof(double), last);
+  return losses;
+}
+
+Tensor Pipeline::forward(const models::ForwardBatch& batch, FullyShard* fsdp) {
+  if (fsdp) fsdp->unshard_root();
+  const int64_t T = batch.num_tokens();
+  Tensor out;
+  for (int s : plan_.stages_of_rank(rank_)) {
+    const PipelineStage& st = plan_.stages[static_cast<size_t>(s)];
+    Tensor x;
+    if (!st.embeddings) x = recv_hidden(T, plan_.rank_of_stage(s - 1), s);
+    Tensor h = stage_forward(s, batch, x);
+    if (st.head)
+      out = h;
+    else
+      send_hidden(h, plan_.rank_of_stage(s + 1), s + 1);
+  }
+  wait_sends();
+  return out;
+}
+
+double Pipeline::loss_sum(const data::Batch& batch, FullyShard* fsdp) {
+  Tensor h = forward(batch.input, fsdp);
+  double v = 0.0;
+  if (h.defined())
+    v = linear_cross_entropy(h, model_.lm_head_weight(), batch.targets, -100, 0.0, Reduction::sum).item<double>();
+  group_.broadcast_bytes(&v, sizeof v, plan_.rank_of_stage(plan_.num_stages() - 1));
+  return v;
+}
+
+int32_t Pipeline::broadcast_from_last(int32_t v) {
+  group_.broadcast_bytes(&v, sizeof v, plan_.rank_of_stage(plan_.num_stages() - 1));
+  return v;
+}
+
+float Pipeline::grad_norm(const std::vector<optim::ParamRef>& params, FullyShard* fsdp) {
+  // ‖g‖² per parameter of the whole model (0 where another rank holds it), then the
+  // owners' values added in parameter order: optim::grad_norm's sum.
+  const auto all_params = model_.named_parameters();
+  const size_t P = all_params.size();
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < P; ++i) index[all_params[i].first] = i;
+  std::vector<double> mine(P, 0.0);
+  std::vector<double> parts;
+  if (fsdp) parts = fsdp->grad_norm_sq_parts();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const auto it = index.find(params[k].name);
+    TITAN_CHECK(it != index.end() && owns(params[k].name), "pipeline: '{}' is not a parameter of this rank",
+                params[k].name);
+    double s = 0.0;
+    if (fsdp) {
+      s = parts.at(k);
+    } else {
+      Tensor g = params[k].param.grad();
+      if (g.defined()) {
+        TITAN_CHECK(g.dtype() == DType::f32 && g.shape() == params[k].param.shape(),
+                    "grad_norm: gradient of '{}' has dtype {} shape {}, expected f32 {}", params[k].name,
+                    dtype_name(g.dtype()), shape_str(g.shape()), shape_str(params[k].param.shape()));
+        Tensor c = g.contiguous();
+        const float* d = c.data<float>();
+        for (int64_t b = 0; b < c.numel(); b += optim::kGradNormBlock)
+          s += optim::kernels::sum_squares(d + b, std::min(optim::kGradNormBlock, c.numel() - b));
+      }
+    }
+    mine[it->second] = s;
+  }
+  const int R = group_.size();
+  std::vector<double> all(P * static_cast<size_t>(R));
+  group_.all_gather_bytes(mine.data(), P * sizeof(double), all.data());
+  double total = 0.0;
+  for (size_t i = 0; i < P; ++i)
+    total += all[static_cast<size_t>(plan_.rank_of_stage(stage_of_parameter(all_params[i].first))) * P + i];
+  return static_cast<float>(std::sqrt(total));
+}
+
+float Pipeline::clip_grad_norm_(const std::vector<optim::ParamRef>& params, double max_norm, FullyShard* fsdp) {
+  const float total = grad_norm(params, fsdp);
+  optim::scale_grads_for_norm_(params, total, max_norm);
+  return total;
+}
+
+void Pipeline::gather_parameters(FullyShard* fsdp) {
+  if (fsdp) fsdp->unshard_all();
+  // Only the pp group of world rank 0 (every other coordinate 0) takes part.
+  for (MeshDim d : {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp, MeshDim::tp})
+    if (mesh_.coord(d) != 0) return;
+  autograd::NoGradGuard ng;
+  const int tag = 2 * plan_.num_stages();
+  for (auto& [name, t] : model_.named_parameters()) {
+    const int owner = plan_.rank_of_stage(stage_of_parameter(name));
+    if (owner == 0) continue;
+    if (rank_ == owner) {
+      group_.send(t, 0, tag);
+    } else if (rank_ == 0) {
+      t.unsafe_impl()->storage = std::make_shared<Storage>(t.nbytes(), Device::cpu());
+      Tensor dst = t;
+      group_.recv(dst, owner, tag);
+    }
+  }
+}
+
+}  // namespace titan::distributed
