@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "titan/autograd/node.h"
+#include "titan/checkpoint/distributed_checkpoint.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/fs.h"
 
@@ -179,6 +180,7 @@ std::optional<std::string> CheckpointManager::latest(const std::string& folder) 
 
 LoadedCheckpoint CheckpointManager::load(const std::string& dir) {
   TITAN_CHECK(is_valid(dir), "checkpoint {}: incomplete or damaged (MANIFEST.json missing or sizes differ)", dir);
+  if (!file_exists(dir + "/model.safetensors")) return load_checkpoint_full(dir);  // written by several ranks
   LoadedCheckpoint c;
   c.path = dir;
   c.model = load_safetensors(dir + "/model.safetensors", LoadMode::copy);

@@ -67,7 +67,8 @@ class CheckpointManager {
 
   // Newest valid checkpoint in `folder` (incomplete ones are skipped), or nullopt.
   static std::optional<std::string> latest(const std::string& folder);
-  // Loads a checkpoint directory; throws titan::Error naming the file on damage.
+  // Loads a checkpoint directory (either layout, distributed_checkpoint.h; a distributed
+  // one is assembled into full tensors); throws titan::Error naming the file on damage.
   static LoadedCheckpoint load(const std::string& dir);
   static bool is_valid(const std::string& dir);
   // Removes every step-N directory in `folder` that is not a valid checkpoint (a

@@ -13,6 +13,7 @@
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/checkpoint/distributed_checkpoint.h"
 #include "titan/checkpoint/train_checkpoint.h"
 #include "titan/config/resolve.h"
 #include "titan/core/fs.h"
@@ -161,7 +162,7 @@ optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job) {
 }
 
 struct Trainer::Ckpt {
-  std::unique_ptr<CheckpointManager> mgr;
+  std::unique_ptr<DistributedCheckpointManager> mgr;
   std::string folder;
   // The metrics row of the step being saved: stored in the checkpoint, so that a kill
   // after the checkpoint is published but before the row reaches metrics.jsonl loses
@@ -201,10 +202,6 @@ void Trainer::build() {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with a data-parallel degree of {} is not implemented (Muon orthogonalises "
                 "whole matrices; FSDP holds row shards)",
-                mesh_->dp_size());
-    TITAN_CHECK(!job_.checkpoint.enable,
-                "checkpoint.enable=true with a data-parallel degree of {}: distributed checkpoints are not "
-                "implemented yet",
                 mesh_->dp_size());
   }
   if (shape.tp > 1) {
@@ -400,50 +397,64 @@ double Trainer::evaluate() {
   return sum / static_cast<double>(n);
 }
 
+namespace {
+// This rank's pieces of the model's parameters: FSDP's row shards, or the whole tensors.
+std::vector<ShardedTensor> parameter_pieces(const models::Decoder& model, const distributed::FullyShard* fsdp) {
+  std::vector<ShardedTensor> out;
+  if (fsdp) {
+    for (size_t i = 0; i < fsdp->shards().size(); ++i)
+      out.push_back(sharded_from_dtensor(fsdp->shards()[i].first, fsdp->sharded_parameter(i)));
+  } else {
+    for (auto& [name, p] : model.named_parameters()) out.push_back(sharded_full(name, p));
+  }
+  return out;
+}
+}  // namespace
+
 void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
   if (!ckpt_->mgr)
-    ckpt_->mgr = std::make_unique<CheckpointManager>(ckpt_->folder, job_.checkpoint.keep_latest_k,
-                                                     job_.checkpoint.async_mode == config::AsyncMode::async);
+    ckpt_->mgr = std::make_unique<DistributedCheckpointManager>(
+        ckpt_->folder, job_.checkpoint.keep_latest_k, job_.checkpoint.async_mode == config::AsyncMode::async,
+        mesh_->world(), mesh_.get());
   TrainState st;
   st.step = step;
   st.extra["loader"] = doc_loader_ ? doc_loader_->state() : loader_->state().to_json();
   st.extra["seed"] = job_.training.seed;
   st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
   if (!ckpt_->row.is_null()) st.extra["metrics_row"] = ckpt_->row;
-  blocking_ms = ckpt_->mgr->save(model_->named_parameters(), opt_->state_dict(), st);
+  const std::vector<ShardedTensor> params = parameter_pieces(*model_, fsdp_.get());
+  blocking_ms = ckpt_->mgr->save(params, sharded_optimizer_state(opt_->state_dict(), params), st);
 }
 
 bool Trainer::try_resume() {
   if (!job_.checkpoint.enable || !job_.checkpoint.resume) return false;
-  // Directories of writes that never finished (a kill during a save) are not
-  // checkpoints: remove them so they cannot be mistaken for one later.
-  for (const std::string& d : CheckpointManager::remove_incomplete(ckpt_->folder))
-    fmt::print("removed incomplete checkpoint {}\n", d);
-  auto latest = CheckpointManager::latest(ckpt_->folder);
-  if (!latest) return false;
-  LoadedCheckpoint c = CheckpointManager::load(*latest);
-  {
-    autograd::NoGradGuard ng;
-    for (auto& [name, p] : model_->named_parameters()) {
-      auto it = c.model.find(name);
-      TITAN_CHECK(it != c.model.end(), "checkpoint {}: model tensor '{}' missing", *latest, name);
-      TITAN_CHECK(it->second.shape() == p.shape(), "checkpoint {}: '{}' has shape {}, the model expects {}",
-                  *latest, name, shape_str(it->second.shape()), shape_str(p.shape()));
-      Tensor dst = p;
-      dst.copy_(it->second);
-    }
-  }
-  optim::NamedTensors ost(c.optimizer.begin(), c.optimizer.end());
-  opt_->load_state_dict(ost);
-  if (doc_loader_)
-    doc_loader_->load_state(c.state.extra.at("loader"));
-  else
-    loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
+  // Every rank agrees on the newest published checkpoint (in either layout, written by
+  // any number of ranks) and reads the boxes of its own pieces from it. Directories of
+  // writes that never finished (a kill during a save) are not checkpoints: rank 0
+  // removes them so they cannot be mistaken for one later.
+  const ResumePoint rp = find_resume_checkpoint(ckpt_->folder, mesh_->world());
+  for (const std::string& d : rp.removed) fmt::print("removed incomplete checkpoint {}\n", d);
+  if (!rp.dir) return false;
+  const std::optional<std::string> latest = rp.dir;
+  LoadedCheckpoint c;
+  collective_check(mesh_->world(), [&] {  // a bad checkpoint is an error on every rank
+    c.state = read_checkpoint_state(*latest);
+    const CheckpointIndex index(*latest);
+    const std::vector<ShardedTensor> params = parameter_pieces(*model_, fsdp_.get());
+    load_sharded(index, "model", params);
+    opt_->load_state_dict(load_sharded_optimizer(index, params));
+    if (doc_loader_)
+      doc_loader_->load_state(c.state.extra.at("loader"));
+    else
+      loader_->load_state(data::LoaderState::from_json(c.state.extra.at("loader")));
+  });
   start_step_ = c.state.step;
-  trim_metrics(dump_ + "/metrics.jsonl", start_step_);
-  if (job_.metrics.jsonl && c.state.extra.contains("metrics_row"))
-    restore_metrics_row(dump_ + "/metrics.jsonl", c.state.extra.at("metrics_row"), "loss");
-  fmt::print("resumed from {} (step {})\n", *latest, start_step_);
+  if (rank0_) {  // rank 0 owns metrics.jsonl
+    trim_metrics(dump_ + "/metrics.jsonl", start_step_);
+    if (job_.metrics.jsonl && c.state.extra.contains("metrics_row"))
+      restore_metrics_row(dump_ + "/metrics.jsonl", c.state.extra.at("metrics_row"), "loss");
+  }
+  if (rank0_) fmt::print("resumed from {} (step {})\n", *latest, start_step_);
   return true;
 }
 
@@ -538,6 +549,8 @@ TrainResult Trainer::train() {
     const double lr = sched_->lr(step, job_.optimizer.lr);
     const double loss = train_step(step, gnorm, tokens);
     auto t1 = Clock::now();
+    // An asynchronous write of several ranks is published once every rank has finished it.
+    const double ckpt_poll_ms = ckpt_->mgr ? ckpt_->mgr->poll() : 0.0;
     // Memory figures: the largest over the ranks.
     distributed::ProcessGroup& world = mesh_->world();
     const int64_t mem_peak = world.all_reduce_i64(storage_bytes_peak(), distributed::ReduceOp::max);
@@ -587,6 +600,7 @@ TrainResult Trainer::train() {
       row["pp_wait_ms"] = pipeline_->stats().recv_wait_ms;
       pipeline_->reset_stats();
     }
+    if (ckpt_poll_ms > 0) row["checkpoint_poll_ms"] = ckpt_poll_ms;
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) row["skipped_nonfinite"] = true;
     res.final_loss = loss;
     const bool last = done == total;
