@@ -206,6 +206,7 @@ void Trainer::build() {
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
+  model_->set_compute_bf16(job_.model.compute_dtype == config::ComputeDType::bf16);
   if (sharded) {
     // One FSDP unit per transformer block (TorchTitan's fully_shard per layer).
     std::vector<std::pair<std::string, const nn::Module*>> blocks;
