@@ -44,6 +44,8 @@ infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
                                                                                 : config::resolve_data_path(job.model.tokenizer_path);
   out.tokenizer = data::load_tokenizer(tp);
   out.model = std::make_unique<models::Decoder>(train::model_config_from_job(job, out.tokenizer->vocab_size()));
+  // The generator computes as the run trained (trainer/generator parity).
+  out.model->set_compute_bf16(job.model.compute_dtype == config::ComputeDType::bf16);
   TensorMap w = load_safetensors(dir + "/model.safetensors");
   {
     autograd::NoGradGuard ng;
@@ -69,9 +71,13 @@ void add_model_source_options(CLI::App& app, ModelSource& src) {
   app.add_option("--hf", src.hf, "Hugging Face model directory (config.json, model.safetensors, tokenizer.json)");
   app.add_option("--llama2c", src.llama2c, "llama2.c legacy model.bin (needs --tokenizer)");
   app.add_option("--tokenizer", src.tokenizer, "tokenizer for --llama2c (SentencePiece .model)");
+  app.add_option("--dtype", src.dtype,
+                 "compute dtype: bf16 (bf16 compute and bf16 weight panels, half the weight bytes per "
+                 "token) or f32 (default: a --checkpoint's model.compute_dtype, else f32)");
 }
 
-infer::LoadedModel load_model_source(const ModelSource& a, const std::string& command) {
+namespace {
+infer::LoadedModel load_as_stored(const ModelSource& a, const std::string& command) {
   const int given = !a.checkpoint.empty() + !a.hf.empty() + !a.llama2c.empty();
   TITAN_CHECK(given == 1, "{}: give exactly one of --checkpoint, --hf, --llama2c (got {})", command, given);
   if (!a.llama2c.empty()) {
@@ -80,6 +86,25 @@ infer::LoadedModel load_model_source(const ModelSource& a, const std::string& co
   }
   if (!a.hf.empty()) return infer::load_hf_model(a.hf);
   return load_train_checkpoint(a.checkpoint);
+}
+}  // namespace
+
+infer::LoadedModel load_model_source(const ModelSource& a, const std::string& command) {
+  TITAN_CHECK(a.dtype.empty() || a.dtype == "f32" || a.dtype == "bf16",
+              "{}: --dtype={} is not one of: f32, bf16", command, a.dtype);
+  infer::LoadedModel m = load_as_stored(a, command);
+  if (a.dtype.empty()) return m;
+  const bool bf16 = a.dtype == "bf16";
+  if (bf16 != m.model->compute_bf16()) {
+    const bool trained = !a.checkpoint.empty();
+    m.model->set_compute_bf16(bf16);
+    m.description += bf16 ? fmt::format("; --dtype=bf16: bf16 compute and bf16 weight panels{}", trained ?
+                                        ", so the logprobs are not bitwise those of the fp32 trainer" : "")
+                          : "; --dtype=f32: the logprobs are not bitwise those of the bf16 trainer";
+  } else if (bf16) {
+    m.description += "; bf16 compute and bf16 weight panels";
+  }
+  return m;
 }
 
 }  // namespace titan::cli

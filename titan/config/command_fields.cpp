@@ -24,7 +24,6 @@ bool matches(const std::string& path, const std::string& pattern) {
 }
 
 std::string why(const std::string& pattern, std::string_view command) {
-  if (pattern == "model.compute_dtype") return "only f32 compute runs today: bf16 matmuls are not built yet";
   if (pattern == "metrics.save_tb_folder") return "metrics.enable_tensorboard is false";
   if (command == "train") {
     if (pattern == "generator." || pattern == "rl.") return "it is read by titan rl (titan generate has its own options)";
@@ -58,8 +57,6 @@ std::string why(const std::string& pattern, std::string_view command) {
 // Fields unused by both commands: those that only matter when another field turns
 // them on, and optimizer.no_decay_biases.
 void add_common(const JobConfig& c, std::vector<std::string>& out) {
-  // Refused whenever it differs from f32 (the default): never run as f32 under a bf16 label.
-  out.push_back("model.compute_dtype");
   if (!c.metrics.enable_tensorboard) out.push_back("metrics.save_tb_folder");
   out.push_back("optimizer.no_decay_biases");  // no family has biases: nothing to select
   if (c.optimizer.weight_decay == 0.0) {

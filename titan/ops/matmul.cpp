@@ -2,6 +2,7 @@
 #include "titan/ops/matmul.h"
 
 #include "titan/kernels/cpu/gemm.h"
+#include "titan/ops/bf16_compute.h"
 #include "titan/ops/op_util.h"
 #include "titan/ops/reduce.h"
 
@@ -110,6 +111,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  if (bf16_compute()) return linear_bf16(x, w, bias);
   check_f32_or_bf16("linear", "x", x);
   check_f32_or_bf16("linear", "w", w);
   check_dim("linear", "w", w, 2);
@@ -163,6 +165,7 @@ Tensor repack_linear_weight(const Tensor& w) {
 }
 
 Tensor linear_panels(const Tensor& x, const Tensor& panels, int64_t outf, const Tensor& bias) {
+  if (panels.defined() && panels.dtype() == DType::bf16) return linear_panels_bf16(x, panels, outf, bias);
   check_f32_or_bf16("linear_panels", "x", x);
   const int64_t in = check_panels("linear_panels", panels, outf, {&x, &panels, &bias});
   TITAN_CHECK(x.dim() >= 1 && x.size(-1) == in,

@@ -26,7 +26,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 // [ceil(out / w), in, w] contiguous, w = kernels::cpu::gemm_panel_width(), as
 // repack_linear_weight returns; out_features = out. Same bits as linear(x, W, bias) on
 // the W it was packed from (the same chain per element). Not differentiable: throws
-// titan::Error when x, panels or bias requires grad (with grad mode on).
+// titan::Error when x, panels or bias requires grad (with grad mode on). bf16 panels
+// (repack_linear_weight_bf16) run linear_panels_bf16 (titan/ops/bf16_compute.h).
 Tensor linear_panels(const Tensor& x, const Tensor& panels, int64_t out_features,
                      const Tensor& bias = Tensor());
 // w (out, in) f32 -> its panel layout [ceil(out / w), in, w] (kernels::cpu::gemm_pack_panels);

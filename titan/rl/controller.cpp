@@ -36,6 +36,7 @@ void on_signal(int sig) { g_signal.store(sig); }
 
 std::unique_ptr<models::Decoder> copy_of(const models::Decoder& m) {
   auto c = std::make_unique<models::Decoder>(m.config());
+  c->set_compute_bf16(m.compute_bf16());  // the generator computes as the trainer does
   sync_weights(m, *c);
   return c;
 }
@@ -114,6 +115,7 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
                                             *s.tok);
   const TaskSpec& t = s.rollouter->task();
   s.policy = initial_policy(job, s.tok->vocab_size(), s.init_desc);
+  s.policy->set_compute_bf16(job.model.compute_dtype == config::ComputeDType::bf16);
   s.gen = copy_of(*s.policy);
   if (rl.kl_coef > 0) {
     TITAN_CHECK(rl.ref_model.empty(), "rl.ref_model='{}': only the initial policy (empty) is supported as reference",

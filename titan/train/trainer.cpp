@@ -230,6 +230,7 @@ void Trainer::build() {
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
   if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan));
+  model_->set_compute_bf16(job_.model.compute_dtype == config::ComputeDType::bf16);
   if (sharded) {
     // One FSDP unit per transformer block (TorchTitan's fully_shard per layer); under
     // PP, over this rank's stages only.

@@ -9,6 +9,7 @@
 #include "titan/autograd/node.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
+#include "titan/ops/bf16_compute.h"
 #include "titan/ops/matmul.h"
 
 namespace titan::models {
@@ -234,7 +235,10 @@ std::vector<LayerCacheSpec> Decoder::cache_spec(int block_size) const {
 }
 
 void Decoder::repack_for_decode() {
-  for (TransformerBlock* b : layers) b->repack_for_decode();
+  {
+    const Bf16ComputeScope precision(bf16_);  // bf16 panels for a bf16-compute model
+    for (TransformerBlock* b : layers) b->repack_for_decode();
+  }
   if (output)
     output->repack_for_decode();
   else
@@ -284,6 +288,7 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
               layers.size());
   if (batch.routed_experts) batch.routed_experts->assign(layers.size(), Tensor());
   Tensor h = nn::call_forward(*tok_embeddings, [&] { return tok_embeddings->forward(batch.tokens); });
+  const Bf16ComputeScope precision(bf16_);
   for (size_t l = 0; l < layers.size(); ++l) {
     const TransformerBlock* layer = layers[l];
     LayerCache* cache = batch.is_paged() ? &batch.kv->layers[l] : nullptr;
@@ -292,7 +297,8 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
       // The recompute runs in backward, after this loop: capture the layer and the
       // batch (Tensor handles) by value, not the loop variable by reference.
       h = autograd::checkpoint(
-          [layer, batch](const std::vector<Tensor>& in) {
+          [layer, batch, bf16 = bf16_](const std::vector<Tensor>& in) {
+            const Bf16ComputeScope recompute_precision(bf16);
             return std::vector<Tensor>{
                 nn::call_forward(*layer, [&] { return layer->forward(in[0], batch, nullptr); })};
           },
@@ -302,6 +308,16 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
     }
   }
   return norm->forward(h);
+}
+
+void Decoder::set_compute_bf16(bool on) {
+  if (on)
+    for (size_t l = 0; l < specs_.size(); ++l)
+      TITAN_CHECK(specs_[l].mixer == MixerKind::gqa && specs_[l].ffn == FfnKind::dense,
+                  "model.compute_dtype=bf16 is not supported for layer {} ({}+{}): bf16 compute covers "
+                  "gqa attention with a dense feed-forward",
+                  l, mixer_kind_name(specs_[l].mixer), ffn_kind_name(specs_[l].ffn));
+  bf16_ = on;
 }
 
 nn::InitStyle family_init_style(const std::string& name);  // models/family.cpp

@@ -66,6 +66,8 @@ class Decoder : public nn::Module {
   // afterwards the model can no longer be trained, saved or synced (those throw on the
   // changed parameter shapes). The LM head is repacked too (the embedding when tied,
   // whose rows embedding_panels then gathers); an untied embedding keeps its layout.
+  // With compute_bf16() the layer projections get bf16 panels (repack_linear_weight_bf16:
+  // half the bytes per decode token, the bits of bf16 compute); the LM head stays fp32.
   void repack_for_decode();
 
   // MoE layers (models/ffn/moe.h). After each optimizer step: every MoE layer's
@@ -81,6 +83,13 @@ class Decoder : public nn::Module {
   const TransformerConfig& config() const { return cfg_; }
   ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::none;
 
+  // bf16 compute (model.compute_dtype = bf16; titan/ops/bf16_compute.h): forward (and
+  // an activation-checkpoint recompute) runs inside a Bf16ComputeScope; the LM head,
+  // loss and logprobs stay fp32. Covered: layers with gqa attention and a dense
+  // feed-forward; throws titan::Error (one line naming the first other layer) otherwise.
+  void set_compute_bf16(bool on);
+  bool compute_bf16() const { return bf16_; }
+
   Embedding* tok_embeddings;
   std::vector<TransformerBlock*> layers;
   RMSNorm* norm;
@@ -89,6 +98,7 @@ class Decoder : public nn::Module {
  private:
   const Tensor& lm_head() const;  // the LM head weight in whichever layout it has
   TransformerConfig cfg_;
+  bool bf16_ = false;
   std::vector<LayerSpec> specs_;
   std::shared_ptr<const RopeCache> rope_;
 };

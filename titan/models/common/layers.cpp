@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "titan/ops/bf16_compute.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/index.h"
 #include "titan/ops/matmul.h"
@@ -21,7 +22,8 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : out_features_(out) {
 
 void PanelRepackable::repack_for_decode() {
   if (repacked_) return;
-  weight = repack_linear_weight(weight);
+  // Inside a Bf16ComputeScope (a bf16-compute model) the panels are bf16.
+  weight = bf16_compute() ? repack_linear_weight_bf16(weight) : repack_linear_weight(weight);
   replace_parameter("weight", weight);
   repacked_ = true;
 }

@@ -3,6 +3,7 @@
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
 #include "titan/ops/attention.h"
+#include "titan/ops/bf16_compute.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/rope.h"
 
@@ -49,6 +50,13 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     k = k_norm->forward(k);
   }
   if (use_rope_) std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  // bf16 compute: bf16 Q/K/V (and output); scores, softmax and P·V stay fp32.
+  const bool bf16 = bf16_compute();
+  if (bf16) {
+    q = round_bf16(q);
+    k = round_bf16(k);
+    v = round_bf16(v);
+  }
   Tensor out;
   if (!batch.is_paged()) {
     AttentionOptions opts;
@@ -79,6 +87,7 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
                             static_cast<int>(batch.block_tables.size(0)),
                             static_cast<int>(batch.block_tables.size(1)), kv.num_blocks, params);
   }
+  if (bf16) out = round_bf16(out);
   Tensor o = out.view({T, H_ * Dh_});
   if (gate_) o = mul(o, sigmoid(gate));
   return wo->forward(o);
