@@ -2,9 +2,10 @@
 //
 //   build/bench/mla_bench [--benchmark_filter=...]
 //
-//   Decode/gqa    one decode token at position 4095 of a 2-layer llama3-style model
-//                 (D 1024, 8 query heads of 128, 2 KV heads), K/V read from the paged cache
-//   Decode/mla    the same for a 2-layer MLA model of the same width (D 1024, 8 heads,
+//   Decode/0 mha  one decode token at position 4095 of a 2-layer llama3-style model
+//                 (D 1024, 8 query heads of 128, 8 KV heads), K/V read from the paged cache
+//   Decode/1 gqa  the same with 2 KV heads
+//   Decode/2 mla  the same for a 2-layer MLA model of the same width (D 1024, 8 heads,
 //                 nope 128 + rope 64, v 128, latent 512, q_proj), latent + RoPE key cache
 //   ExpandLatent  kv_b_proj over the 4096 cached latents of one layer: the part of an MLA
 //                 decode step that the non-absorbed form (trainer == generator) adds
@@ -25,7 +26,7 @@ using namespace titan::models;
 
 constexpr int kCtx = 4096, kB = 32;
 
-TransformerConfig gqa_config() {
+TransformerConfig gqa_config(int64_t kv_heads) {
   TransformerConfig c;
   c.family = "llama3";
   c.vocab_size = 1024;
@@ -33,7 +34,7 @@ TransformerConfig gqa_config() {
   c.intermediate_size = 2816;
   c.num_hidden_layers = 2;
   c.num_attention_heads = 8;
-  c.num_key_value_heads = 2;
+  c.num_key_value_heads = kv_heads;
   c.head_dim = 128;
   c.max_position_embeddings = kCtx;
   return c;
@@ -66,13 +67,14 @@ struct Setup {
 };
 
 // Builds the model, fills the cache with a 4095-token prefill (in chunks of 512).
-Setup& setup(bool mla) {
-  static std::unique_ptr<Setup> s[2];
-  auto& slot = s[mla ? 1 : 0];
+Setup& setup(int kind) {  // 0 mha, 1 gqa, 2 mla
+  static std::unique_ptr<Setup> s[3];
+  auto& slot = s[kind];
+  const bool mla = kind == 2;
   if (slot) return *slot;
   slot = std::make_unique<Setup>();
   Setup& st = *slot;
-  st.model = std::make_unique<Decoder>(mla ? mla_config() : gqa_config());
+  st.model = std::make_unique<Decoder>(mla ? mla_config() : gqa_config(kind == 0 ? 8 : 2));
   st.model->init_weights(0);
   st.model->repack_for_decode();
   const auto spec = st.model->cache_spec(kB);
@@ -104,8 +106,8 @@ Setup& setup(bool mla) {
 }
 
 void Decode(benchmark::State& state) {
-  const bool mla = state.range(0) == 1;
-  Setup& st = setup(mla);
+  const int kind = static_cast<int>(state.range(0));
+  Setup& st = setup(kind);
   autograd::NoGradGuard ng;
   ForwardBatch fb;
   fb.tokens = Tensor::from_vector(std::vector<int32_t>{5}, {1});
@@ -118,14 +120,14 @@ void Decode(benchmark::State& state) {
     Tensor h = st.model->forward(fb);
     benchmark::DoNotOptimize(st.model->logits(h).data<float>());
   }
-  state.SetLabel(mla ? "mla" : "gqa");
+  state.SetLabel(kind == 0 ? "mha" : kind == 1 ? "gqa" : "mla");
   state.counters["tok_s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["kv_bytes_per_token"] = static_cast<double>(st.kv_bytes_per_token);
 }
-BENCHMARK(Decode)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Decode)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void ExpandLatent(benchmark::State& state) {
-  Setup& st = setup(true);
+  Setup& st = setup(2);
   autograd::NoGradGuard ng;
   const Tensor c = Tensor::randn({kCtx, 512}, 1);
   for (auto _ : state) benchmark::DoNotOptimize(st.model->layers[0]->mla->kv_b_proj->forward(c).data<float>());

@@ -11,7 +11,7 @@
 
 namespace titan::infer::testing {
 
-// llama3-style, GQA 4/2 heads, Dh 16, 2 layers, vocab 101, context 192.
+// llama3-style, GQA 4/2 heads, Dh 16, 2 layers, vocab 101, context 192 (deepseek_v3: MLA).
 inline models::TransformerConfig tiny_config(const std::string& family = "llama3") {
   models::TransformerConfig c;
   c.family = family;
@@ -27,6 +27,13 @@ inline models::TransformerConfig tiny_config(const std::string& family = "llama3
   if (family == "qwen3") {
     c.qk_norm = true;
     c.tie_word_embeddings = true;
+  }
+  if (family == "deepseek_v3") {  // MLA: 4 heads, latent 32, nope 16 + rope 16, v 24, q_proj
+    c.num_key_value_heads = 4;
+    c.kv_lora_rank = 32;
+    c.qk_nope_head_dim = 16;
+    c.qk_rope_head_dim = 16;
+    c.v_head_dim = 24;
   }
   return c;
 }

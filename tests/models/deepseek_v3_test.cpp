@@ -277,6 +277,34 @@ TEST(DeepseekV3, PublishedShapesSizeThemselvesAsTransformersCounts) {
   }
 }
 
+// Every flavor written as config.json and read back gives the same config (kimi_k2 keeps
+// its model_type under DeepseekV3ForCausalLM).
+TEST(DeepseekV3, FlavorsRoundTripThroughConfigJson) {
+  for (const char* fam : {"deepseek_v3", "kimi_k2"})
+    for (const auto& [name, c] : family(fam).flavors) {
+      const HFConfig h = config_to_hf(c);
+      EXPECT_EQ(h.architecture(), "DeepseekV3ForCausalLM");
+      EXPECT_EQ(h.model_type, fam);
+      const TransformerConfig r = config_from_hf(parse_hf_config(hf_config_to_json(h), name));
+      EXPECT_EQ(r.family, c.family) << name;
+      EXPECT_EQ(r.num_params(), c.num_params()) << fam << " " << name;
+      EXPECT_EQ(r.num_active_params(), c.num_active_params()) << fam << " " << name;
+      EXPECT_EQ(r.q_lora_rank, c.q_lora_rank);
+      EXPECT_EQ(r.kv_lora_rank, c.kv_lora_rank);
+      EXPECT_EQ(r.v_head_dim, c.v_head_dim);
+      EXPECT_EQ(r.n_group, c.n_group);
+      EXPECT_EQ(r.topk_group, c.topk_group);
+      EXPECT_EQ(r.first_k_dense_replace, c.first_k_dense_replace);
+      EXPECT_EQ(r.routed_scaling_factor, c.routed_scaling_factor);
+      EXPECT_EQ(r.rope_scaling.rope_type, c.rope_scaling.rope_type);
+      EXPECT_EQ(r.rope_scaling.factor, c.rope_scaling.factor);
+      EXPECT_EQ(r.rope_scaling.mscale_all_dim, c.rope_scaling.mscale_all_dim);
+      EXPECT_EQ(r.rope_scaling.beta_fast, c.rope_scaling.beta_fast);
+      EXPECT_EQ(describe_layers(layer_specs(r)), describe_layers(layer_specs(c)));
+    }
+  EXPECT_EQ(describe_layers(layer_specs(flavor("deepseek_v3", "debugmodel"))), "L0 mla+dense, L1-3 mla+moe");
+}
+
 // ---- bad configs.
 
 nlohmann::json good_config() {
@@ -325,6 +353,9 @@ TEST(DeepseekV3, BadHfConfigsAreOneLineErrorsNamingTheField) {
   j = good_config();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   expect_error(j, "original_max_position_embeddings");
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
+                       {"truncate", false}};
+  expect_error(j, "truncate = false");
 }
 
 TEST(DeepseekV3, BadConfigOnTheCommandLineExits2) {

@@ -97,6 +97,9 @@ std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::strin
       fail("{}: {}: yarn needs beta_fast ({}) >= beta_slow ({}) > 0", where, key, s.beta_fast, s.beta_slow);
     s.mscale = f.f64("mscale").value_or(0.0);
     s.mscale_all_dim = f.f64("mscale_all_dim").value_or(0.0);
+    if (auto tr = f.boolean("truncate"); tr && !*tr)
+      fail("{}: {}.truncate = false is not supported (titan rounds the yarn correction range as truncate = true)",
+           where, key);
     if (auto af = f.f64("attention_factor"))
       fail("{}: {}.attention_factor = {} is not supported (titan derives it from mscale / mscale_all_dim)", where,
            key, *af);

@@ -143,15 +143,28 @@ Tensor MultiHeadLatentAttention::paged_attention(const Tensor& q, const Tensor& 
       std::memcpy(Cp + p * kvr_, lat + slot * kvr_, sizeof(float) * static_cast<size_t>(kvr_));
       std::memcpy(KRp + p * rope_dim_, kr_pages + slot * rope_dim_, sizeof(float) * static_cast<size_t>(rope_dim_));
     }
-    Tensor K, V;
-    assemble(nullptr, nullptr, kv_b_proj->forward(C).view({P, H_, nope_ + vd_}), KR, nullptr, &K, &V);
-    // Scratch pages of this sequence's expanded K/V (unfilled tail slots zero).
-    Tensor kpages = Tensor::zeros({nblk, H_, Dp_, B}), vpages = Tensor::zeros({nblk, H_, B, Dp_});
-    std::vector<int64_t> scratch_slots(static_cast<size_t>(P));
-    for (int64_t p = 0; p < P; ++p) scratch_slots[static_cast<size_t>(p)] = p;
-    kc::kv_cache_write(kpages.data<float>(), vpages.data<float>(), K.data<float>(), V.data<float>(),
-                       scratch_slots.data(), P, static_cast<int>(H_), static_cast<int>(Dp_), nblk,
-                       static_cast<int>(B));
+    // Scratch pages of this sequence's expanded keys and values in the paged kernel's
+    // layout (k (H, Dp, B), v (H, B, Dp) per block): k = [k_nope, k_rope, 0], v = [v, 0],
+    // the values the trainer path concatenates (copies only, so the same bits).
+    const Tensor kv = kv_b_proj->forward(C);  // (P, H · (nope + v))
+    const float* kvp = kv.data<float>();
+    Tensor kpages = Tensor::empty({nblk, H_, Dp_, B}), vpages = Tensor::empty({nblk, H_, B, Dp_});
+    float* kpp = kpages.data<float>();
+    float* vpp = vpages.data<float>();
+    const int64_t qk = nope_ + rope_dim_, w = nope_ + vd_;
+    for (int64_t p = 0; p < nblk * B; ++p) {
+      const int64_t blk = p / B, off = p % B;
+      const bool filled = p < P;
+      for (int64_t h = 0; h < H_; ++h) {
+        const float* src = filled ? kvp + (p * H_ + h) * w : nullptr;
+        float* kd = kpp + ((blk * H_ + h) * Dp_) * B + off;
+        float* vd = vpp + ((blk * H_ + h) * B + off) * Dp_;
+        for (int64_t d = 0; d < Dp_; ++d) {
+          kd[d * B] = !filled ? 0.0f : d < nope_ ? src[d] : d < qk ? KRp[p * rope_dim_ + d - nope_] : 0.0f;
+          vd[d] = filled && d < vd_ ? src[nope_ + d] : 0.0f;
+        }
+      }
+    }
     const int64_t n = static_cast<int64_t>(toks.size());
     Tensor qs = Tensor::empty({n, H_, Dp_}), os = Tensor::empty({n, H_, Dp_});
     std::vector<int32_t> table(static_cast<size_t>(nblk)), seq0(static_cast<size_t>(n), 0), ps(static_cast<size_t>(n));
