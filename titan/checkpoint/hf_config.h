@@ -14,7 +14,7 @@
 namespace titan {
 
 inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM",
-                                                          "Qwen3NextForCausalLM"};
+                                                          "Qwen3NextForCausalLM", "Qwen3MoeForCausalLM"};
 
 // Llama 3.1/3.2 frequency-dependent RoPE scaling (rope_type "llama3"); source:
 // transformers modeling_rope_utils._compute_llama3_parameters.
@@ -52,6 +52,7 @@ struct HFConfig {
   bool is_llama() const { return architecture() == "LlamaForCausalLM"; }
   bool is_qwen3() const { return architecture() == "Qwen3ForCausalLM"; }
   bool is_qwen3_next() const { return architecture() == "Qwen3NextForCausalLM"; }
+  bool is_qwen3_moe() const { return architecture() == "Qwen3MoeForCausalLM"; }
 };
 
 // Parses a config object. `source` names it in errors ("config.json <source>: ...").
