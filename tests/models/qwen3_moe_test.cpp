@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -193,6 +194,30 @@ TEST(Qwen3Moe, BadHfConfigsAreOneLineErrorsNamingTheField) {
   j.erase("num_experts");
   j["num_local_experts"] = 4;
   EXPECT_EQ(config_from_hf(parse_hf_config(j, "test")).num_experts, 4);
+  // Qwen3-Next's MoE layers (shared expert with a sigmoid gate) are refused, not
+  // built without their shared expert.
+  j = base();
+  j["architectures"] = {"Qwen3NextForCausalLM"};
+  j["model_type"] = "qwen3_next";
+  expect_error(j, "Qwen3NextForCausalLM layer 0 is a mixture-of-experts layer");
+  // From the command line: exit code 2, one line naming the field.
+  {
+    char tmpl[] = "/tmp/titan_qwen3moe_bad_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    j = base();
+    j["num_experts_per_tok"] = 9;
+    std::ofstream(std::string(tmpl) + "/config.json") << j.dump();
+    const std::string cmd = "'" + test::titan_exe() + "' generate --hf '" + tmpl + "' --prompt hi > '" + tmpl +
+                            "/out.txt' 2> '" + tmpl + "/err.txt'";
+    const int st = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(st)) << cmd;
+    EXPECT_EQ(WEXITSTATUS(st), 2) << cmd;
+    std::ifstream ef(std::string(tmpl) + "/err.txt");
+    const std::string err((std::istreambuf_iterator<char>(ef)), std::istreambuf_iterator<char>());
+    EXPECT_NE(err.find("num_experts_per_tok (9)"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    fs::remove_all(tmpl);
+  }
   // The sigmoid router's group limits (DeepSeek-V3 fields, validated for every family).
   TransformerConfig c = flavor("qwen3_moe", "debugmodel");
   c.scoring_func = "sigmoid";

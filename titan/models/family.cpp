@@ -43,7 +43,7 @@ TransformerConfig flavor(const std::string& family_name, const std::string& flav
 
 namespace {
 // Qwen3NextConfig's hybrid fields (they sit in HFConfig::extra). MoE layers are read
-// with the HF names; the block refuses them in builds without an MoE feed-forward.
+// with the HF names and refused by config_from_hf (the shared expert gate is not modelled).
 void read_qwen3_next_fields(const HFConfig& hf, TransformerConfig& c) {
   const nlohmann::json& x = hf.extra;
   auto i64 = [&](const char* k, int64_t def) { return x.contains(k) ? x.at(k).get<int64_t>() : def; };
@@ -99,6 +99,12 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   c.attention_bias = hf.attention_bias;
   if (hf.bos_token_id) c.bos_token_id = *hf.bos_token_id;
   if (!hf.eos_token_id.empty()) c.eos_token_id = hf.eos_token_id[0];
+  if (hf.is_qwen3_next())
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+      TITAN_CHECK(!c.is_moe_layer(l),
+                  "config.json: Qwen3NextForCausalLM layer {} is a mixture-of-experts layer (num_experts = {}), "
+                  "which is not supported: its shared_expert and sigmoid shared_expert_gate are not modelled "
+                  "(list every layer in mlp_only_layers or set num_experts to 0)", l, c.num_experts);
   c.validate();
   return c;
 }

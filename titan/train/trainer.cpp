@@ -350,7 +350,9 @@ void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
   st.extra["seed"] = job_.training.seed;
   st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
   if (!ckpt_->row.is_null()) st.extra["metrics_row"] = ckpt_->row;
-  blocking_ms = ckpt_->mgr->save(model_->named_parameters(), opt_->state_dict(), st);
+  nn::NamedTensors model_state = model_->named_parameters();
+  for (auto& b : model_->named_buffers()) model_state.push_back(b);  // e.g. the MoE routers' expert bias
+  blocking_ms = ckpt_->mgr->save(model_state, opt_->state_dict(), st);
 }
 
 bool Trainer::try_resume() {
@@ -370,6 +372,14 @@ bool Trainer::try_resume() {
       TITAN_CHECK(it->second.shape() == p.shape(), "checkpoint {}: '{}' has shape {}, the model expects {}",
                   *latest, name, shape_str(it->second.shape()), shape_str(p.shape()));
       Tensor dst = p;
+      dst.copy_(it->second);
+    }
+    for (auto& [name, b] : model_->named_buffers()) {
+      auto it = c.model.find(name);
+      TITAN_CHECK(it != c.model.end(), "checkpoint {}: model buffer '{}' missing", *latest, name);
+      TITAN_CHECK(it->second.shape() == b.shape(), "checkpoint {}: '{}' has shape {}, the model expects {}",
+                  *latest, name, shape_str(it->second.shape()), shape_str(b.shape()));
+      Tensor dst = b;
       dst.copy_(it->second);
     }
   }
