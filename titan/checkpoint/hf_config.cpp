@@ -147,6 +147,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
     else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
     else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
+    else if (c.model_type == "qwen3_moe") c.architectures = {"Qwen3MoeForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -161,7 +162,11 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
   } else if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
   if (c.model_type.empty())
-    c.model_type = c.is_llama() ? "llama" : c.is_qwen3_next() ? "qwen3_next" : c.is_deepseek_v3() ? "deepseek_v3" : "qwen3";
+    c.model_type = c.is_llama()         ? "llama"
+                   : c.is_qwen3_next()    ? "qwen3_next"
+                   : c.is_deepseek_v3()   ? "deepseek_v3"
+                   : c.is_qwen3_moe()     ? "qwen3_moe"
+                                          : "qwen3";
   if (c.is_deepseek_v3() && c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")
     fail("{}: model_type '{}' is not one titan knows for DeepseekV3ForCausalLM (deepseek_v3, kimi_k2)", where,
          c.model_type);

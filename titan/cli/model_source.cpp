@@ -57,6 +57,14 @@ infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
       Tensor dst = p;
       dst.copy_(it->second);
     }
+    for (auto& [name, b] : out.model->named_buffers()) {  // e.g. the MoE routers' expert bias
+      auto it = w.find(name);
+      TITAN_CHECK(it != w.end(), "--checkpoint {}: model buffer '{}' missing", dir, name);
+      TITAN_CHECK(it->second.shape() == b.shape(), "--checkpoint {}: '{}' has shape {}, the model expects {}", dir,
+                  name, shape_str(it->second.shape()), shape_str(b.shape()));
+      Tensor dst = b;
+      dst.copy_(it->second);
+    }
   }
   if (out.tokenizer->eos_id() >= 0) out.eos_token_ids.push_back(out.tokenizer->eos_id());
   out.description = fmt::format("titan checkpoint {} ({} {} params, config {})", dir, job.model.name,

@@ -122,6 +122,20 @@ JobConfig deepseek_v3_dense_debugmodel() {
   return c;
 }
 
+// debugmodel as Qwen3-MoE: 4 layers of dim 64 (layer 0 dense, then 8 experts of width
+// 64, 2 per token), byte tokens, from the shipped HF config.json
+// (recipes/qwen3_moe_debugmodel.json).
+JobConfig qwen3_moe_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as Qwen3-MoE (8 experts, 2 per token, one dense layer first), byte tokens";
+  c.model.name = "qwen3_moe";
+  c.model.hf_config = "recipes/qwen3_moe_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 // A small Qwen3-style chat model (q/k RMSNorm, GQA, tied embeddings) trained from
 // scratch on alphabet_sort demonstrations (rl/sft_data.h: loss on the assistant's
 // tokens only) with the byte_chat tokenizer; the starting policy of alphabet_sort_grpo.
@@ -194,12 +208,17 @@ struct Registry {
        alphabet_sort_hybrid_sft},
       {"alphabet_sort_hybrid_grpo", "GRPO on alphabet_sort from the alphabet_sort_hybrid_sft export (hybrid policy)",
        alphabet_sort_hybrid_grpo},
+      {"alphabet_sort_moe_sft", "alphabet_sort SFT from scratch on a small Qwen3-MoE chat model (8 experts, top-2)",
+       alphabet_sort_moe_sft},
+      {"alphabet_sort_moe_grpo", "GRPO on alphabet_sort from the alphabet_sort_moe_sft export (titan rl)",
+       alphabet_sort_moe_grpo},
       {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
       {"kimi_linear_debugmodel", "debugmodel as a Kimi Linear hybrid (Kimi Delta Attention + GQA)",
        kimi_linear_debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},
       {"qwen3_next_debugmodel", "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention)",
        qwen3_next_debugmodel},
+      {"qwen3_moe_debugmodel", "debugmodel as Qwen3-MoE (8 experts, 2 per token)", qwen3_moe_debugmodel},
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
   };
 };

@@ -45,5 +45,7 @@ JobConfig alphabet_sort_grpo(); // GRPO on alphabet_sort from the alphabet_sort_
 JobConfig alphabet_sort_hybrid_sft();   // alphabet_sort_sft on a Qwen3-Next hybrid (hybrid_recipes.cpp)
 JobConfig alphabet_sort_hybrid_grpo();  // alphabet_sort_grpo from the alphabet_sort_hybrid_sft export
 JobConfig kimi_linear_debugmodel();     // debugmodel as a Kimi Linear hybrid (hybrid_recipes.cpp)
+JobConfig alphabet_sort_moe_sft();   // alphabet_sort_sft on a small Qwen3-MoE chat model (rl_recipes.cpp)
+JobConfig alphabet_sort_moe_grpo();  // GRPO from the alphabet_sort_moe_sft export (rl_recipes.cpp)
 
 }  // namespace titan::config

@@ -58,4 +58,26 @@ JobConfig alphabet_sort_grpo() {
   return c;
 }
 
+// The MoE pair: alphabet_sort_sft's task and schedule on a 2-layer Qwen3-MoE chat model
+// (8 experts of width 128, 2 per token, byte_chat tokens; recipes/alphabet_sort_moe.json),
+// then GRPO from its export. The RL run reports routing_mismatch_frac (0 when the
+// generator routes every trained token as the trainer does) next to logprob_diff_max.
+JobConfig alphabet_sort_moe_sft() {
+  JobConfig c = alphabet_sort_sft();
+  c.job.description = "alphabet_sort SFT: Qwen3-MoE 2-layer dim-128 chat model (8 experts, top-2), byte_chat tokens";
+  c.model.name = "qwen3_moe";
+  c.model.flavor = "alphabet_sort_moe_sft";
+  c.model.hf_config = "recipes/alphabet_sort_moe.json";
+  return c;
+}
+
+JobConfig alphabet_sort_moe_grpo() {
+  JobConfig c = alphabet_sort_grpo();
+  const JobConfig sft = alphabet_sort_moe_sft();
+  c.job.description = "GRPO on alphabet_sort from the alphabet_sort_moe_sft checkpoint (Qwen3-MoE, group 8)";
+  c.model = sft.model;
+  c.rl.init_from = "outputs/alphabet_sort_moe_sft/hf";
+  return c;
+}
+
 }  // namespace titan::config

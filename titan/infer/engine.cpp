@@ -196,6 +196,7 @@ RequestOutput Engine::collect(Request& r) {
       c.token_ids.assign(s.tokens.begin() + s.num_prompt, s.tokens.end());
       c.logprobs = s.logprobs;
       c.top_logprobs = s.top_logprobs;
+      c.routed_experts = s.routed_experts;
       c.text = s.text;
       s.finish_reported = true;
     }

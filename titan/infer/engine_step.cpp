@@ -77,6 +77,9 @@ void Engine::run_step(const StepPlan& plan) {
         }
   }
 
+  std::vector<Tensor> routed;  // MoE: each layer's (T, K) expert ids
+  if (mc.is_moe()) fb.routed_experts = &routed;
+
   autograd::NoGradGuard no_grad;
   Tensor hidden;
   try {
@@ -165,6 +168,12 @@ void Engine::run_step(const StepPlan& plan) {
     }
     t_sample = now();
     for (int64_t r = 0; r < R; ++r) {
+      for (const Tensor& ids : routed) {  // the sampling row's routing, MoE layers in order
+        if (!ids.defined()) continue;
+        const int64_t K = ids.size(1);
+        const int32_t* p = ids.data<int32_t>() + rows[r] * K;
+        rseq[r]->routed_experts.insert(rseq[r]->routed_experts.end(), p, p + K);
+      }
       Request& req = *requests_.at(rseq[r]->request_id);
       if (req.metrics.first_token_time < 0) req.metrics.first_token_time = t_sample;
       append_token(*rseq[r], toks[r], lp[r], std::move(tops[r]));

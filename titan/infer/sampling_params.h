@@ -56,6 +56,10 @@ struct CompletionOutput {
   std::vector<float> logprobs;
   std::vector<TopLogprobs> top_logprobs;
   std::string text;
+  // MoE models (when finished): for generated token i, the routers' top-k expert ids
+  // (ascending) of the row that sampled it, for every MoE layer in layer order:
+  // [i * W, (i + 1) * W), W = MoE layers × num_experts_per_tok. Empty for dense models.
+  std::vector<int32_t> routed_experts;
 
   FinishReason finish_reason = FinishReason::none;
   std::string stop_reason;  // the stop string or "token <id>" that ended it

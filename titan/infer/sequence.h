@@ -36,6 +36,7 @@ struct Sequence {
   // Outputs.
   std::vector<float> logprobs;
   std::vector<TopLogprobs> top_logprobs;
+  std::vector<int32_t> routed_experts;  // MoE: per sampled token, CompletionOutput::routed_experts
   std::string text;
   size_t text_sent = 0, tokens_sent = 0;
   IncrementalDetokenizer detok;

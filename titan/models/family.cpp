@@ -13,11 +13,13 @@ Family make_kimi_k2_family();
 void read_deepseek_v3_fields(const HFConfig& hf, TransformerConfig& c);   // models/deepseek_v3
 void write_deepseek_v3_fields(const TransformerConfig& c, HFConfig& h);  // models/deepseek_v3
 Family make_kimi_linear_family();
+Family make_qwen3_moe_family();
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
                                            make_qwen3_next_family(),  make_deepseek_v3_family(),
-                                           make_kimi_k2_family(),     make_kimi_linear_family()};
+                                           make_kimi_k2_family(),     make_kimi_linear_family(),
+                                           make_qwen3_moe_family()};
   return fams;
 }
 
@@ -48,7 +50,7 @@ TransformerConfig flavor(const std::string& family_name, const std::string& flav
 
 namespace {
 // Qwen3NextConfig's hybrid fields (they sit in HFConfig::extra). MoE layers are read
-// with the HF names; the block refuses them in builds without an MoE feed-forward.
+// with the HF names and refused by config_from_hf (the shared expert gate is not modelled).
 void read_qwen3_next_fields(const HFConfig& hf, TransformerConfig& c) {
   const nlohmann::json& x = hf.extra;
   auto i64 = [&](const char* k, int64_t def) { return x.contains(k) ? x.at(k).get<int64_t>() : def; };
@@ -109,7 +111,12 @@ void read_kimi_linear_fields(const HFConfig& hf, TransformerConfig& c) {
 TransformerConfig config_from_hf(const HFConfig& hf) {
   TransformerConfig c;
   c.family = hf.is_qwen3() ? "qwen3" : hf.is_qwen3_next() ? "qwen3_next" : hf.is_kimi_linear() ? "kimi_linear" : "llama3";
-  c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next();
+  // A family with its own config.json reader is chosen by its architecture (DeepSeek-V3
+  // and Kimi K2 share one, and read_deepseek_v3_fields picks between them below).
+  for (const Family& f : families())
+    if (f.read_hf && f.hf_architecture == hf.architecture()) c.family = f.name;
+  c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next() || hf.is_qwen3_moe();
+  if (const Family& f = family(c.family); f.read_hf) f.read_hf(hf, c);
   c.partial_rotary_factor = hf.partial_rotary_factor;
   if (hf.is_qwen3_next()) read_qwen3_next_fields(hf, c);
   if (hf.is_kimi_linear()) read_kimi_linear_fields(hf, c);
@@ -139,6 +146,12 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   if (hf.bos_token_id) c.bos_token_id = *hf.bos_token_id;
   if (!hf.eos_token_id.empty()) c.eos_token_id = hf.eos_token_id[0];
   if (hf.is_deepseek_v3()) read_deepseek_v3_fields(hf, c);
+  if (hf.is_qwen3_next())
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+      TITAN_CHECK(!c.is_moe_layer(l),
+                  "config.json: Qwen3NextForCausalLM layer {} is a mixture-of-experts layer (num_experts = {}), "
+                  "which is not supported: its shared_expert and sigmoid shared_expert_gate are not modelled "
+                  "(list every layer in mlp_only_layers or set num_experts to 0)", l, c.num_experts);
   c.validate();
   return c;
 }
@@ -195,6 +208,7 @@ HFConfig config_to_hf(const TransformerConfig& c) {
     h.extra["mlp_only_layers"] = c.mlp_only_layers;
   }
   if (c.is_mla()) write_deepseek_v3_fields(c, h);
+  if (f.write_hf) f.write_hf(c, h);
   h.torch_dtype = "float32";
   return h;
 }
@@ -241,6 +255,11 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"attention.g_a_proj.weight", "self_attn.g_a_proj.weight"},
       {"attention.g_b_proj.weight", "self_attn.g_b_proj.weight"},
       {"attention.o_norm.weight", "self_attn.o_norm.weight"},
+      {"moe.router.gate.weight", "mlp.gate.weight"},
+      {"moe.shared_experts.w1.weight", "mlp.shared_experts.gate_proj.weight"},
+      {"moe.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"},
+      {"moe.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"},
+      {"moe.expert_bias", "mlp.gate.e_score_correction_bias"},
       {"attention_norm.weight", "input_layernorm.weight"},
       {"ffn_norm.weight", "post_attention_layernorm.weight"},
   };
@@ -285,10 +304,73 @@ std::string from_hf_name(const std::string& n) {
   fail("state-dict adapter: Hugging Face tensor '{}' has no titan counterpart", n);
 }
 
+namespace {
+// layers.{l}.moe.experts.w{1,2,3} -> the HF per-expert prefix "model.layers.{l}.mlp.experts."
+// and which (0: w1, 1: w2, 2: w3).
+bool grouped_expert(const std::string& name, std::string& prefix, int& which) {
+  std::string idx, rest;
+  if (!split_layer(name, "layers.", idx, rest)) return false;
+  static const char* ws[3] = {"moe.experts.w1", "moe.experts.w2", "moe.experts.w3"};
+  for (int w = 0; w < 3; ++w)
+    if (rest == ws[w]) {
+      prefix = "model.layers." + idx + ".mlp.experts.";
+      which = w;
+      return true;
+    }
+  return false;
+}
+const char* const kExpertProj[3] = {"gate_proj", "down_proj", "up_proj"};  // w1, w2, w3
+
+void copy_checked(Tensor dst, const Tensor& src, const std::string& hn, const std::string& source) {
+  TITAN_CHECK(src.shape() == dst.shape(), "{}: tensor '{}' has shape {}, the model expects {}", source, hn,
+              shape_str(src.shape()), shape_str(dst.shape()));
+  TITAN_CHECK(is_floating(src.dtype()), "{}: tensor '{}' has dtype {}, expected a floating dtype", source, hn,
+              dtype_name(src.dtype()));
+  dst.copy_(src.contiguous());
+}
+
+// Stacks an expert weight (E, out, in) from per-expert HF tensors or the fused layout.
+void load_grouped(Tensor p, const std::string& prefix, int which, const std::map<std::string, Tensor>& hf,
+                  const std::string& source) {
+  const int64_t E = p.size(0);
+  const std::string first = prefix + "0." + kExpertProj[which] + ".weight";
+  if (hf.count(first)) {
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string hn = prefix + std::to_string(e) + "." + kExpertProj[which] + ".weight";
+      auto it = hf.find(hn);
+      TITAN_CHECK(it != hf.end(), "{}: missing tensor '{}' (expected shape {})", source, hn,
+                  shape_str(p.select(0, e).shape()));
+      copy_checked(p.select(0, e), it->second, hn, source);
+    }
+    return;
+  }
+  const std::string fused = prefix + (which == 1 ? "down_proj" : "gate_up_proj");
+  auto it = hf.find(fused);
+  TITAN_CHECK(it != hf.end(), "{}: missing tensor '{}' (or the fused '{}'; expected {} experts of shape {})",
+              source, first, fused, E, shape_str(p.select(0, 0).shape()));
+  if (which == 1) {
+    copy_checked(p, it->second, fused, source);
+    return;
+  }
+  const int64_t F = p.size(1);
+  TITAN_CHECK(it->second.dim() == 3 && it->second.size(0) == E && it->second.size(1) == 2 * F &&
+                  it->second.size(2) == p.size(2),
+              "{}: tensor '{}' has shape {}, the model expects [{}, {}, {}]", source, fused,
+              shape_str(it->second.shape()), E, 2 * F, p.size(2));
+  copy_checked(p, it->second.narrow(1, which == 0 ? 0 : F, F), fused, source);
+}
+}  // namespace
+
 void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf,
                         const std::string& source) {
   autograd::NoGradGuard ng;
   for (auto& [name, p] : model.named_parameters()) {
+    std::string prefix;
+    int which = 0;
+    if (grouped_expert(name, prefix, which)) {
+      load_grouped(p, prefix, which, hf, source);
+      continue;
+    }
     const std::string hn = to_hf_name(name);
     auto it = hf.find(hn);
     if (it == hf.end() && name == "tok_embeddings.weight") {
@@ -297,19 +379,25 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
     }
     TITAN_CHECK(it != hf.end(), "{}: missing tensor '{}' (expected shape {})", source, hn,
                 shape_str(p.shape()));
-    const Tensor& src = it->second;
-    TITAN_CHECK(src.shape() == p.shape(), "{}: tensor '{}' has shape {}, the model expects {}", source,
-                hn, shape_str(src.shape()), shape_str(p.shape()));
-    TITAN_CHECK(is_floating(src.dtype()), "{}: tensor '{}' has dtype {}, expected a floating dtype",
-                source, hn, dtype_name(src.dtype()));
-    Tensor dst = p;
-    dst.copy_(src);
+    copy_checked(p, it->second, hn, source);
+  }
+  for (auto& [name, b] : model.named_buffers()) {
+    auto it = hf.find(to_hf_name(name));
+    if (it != hf.end()) copy_checked(b, it->second, it->first, source);
   }
 }
 
 std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
   std::map<std::string, Tensor> out;
   for (auto& [name, p] : model.named_parameters()) {
+    std::string prefix;
+    int which = 0;
+    if (grouped_expert(name, prefix, which)) {
+      Tensor d = p.detach();
+      for (int64_t e = 0; e < d.size(0); ++e)
+        out[prefix + std::to_string(e) + "." + kExpertProj[which] + ".weight"] = d.select(0, e);
+      continue;
+    }
     const bool conv = name.size() >= 13 && name.compare(name.size() - 13, 13, "conv1d.weight") == 0;
     TITAN_CHECK(p.dim() <= 2 || conv,
                 "hf_state_dict: parameter '{}' has shape {}: the model's weights were repacked for "
@@ -317,6 +405,7 @@ std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
                 name, shape_str(p.shape()));
     out[to_hf_name(name)] = p.detach();
   }
+  for (auto& [name, b] : model.named_buffers()) out[to_hf_name(name)] = b;
   return out;
 }
 

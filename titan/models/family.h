@@ -19,6 +19,10 @@ struct Family {
   std::string hf_architecture;                        // "LlamaForCausalLM", ...
   std::string hf_model_type;                          // "llama", "qwen3"
   nn::InitStyle init_style = nn::InitStyle::torchtitan_llama;  // InitScheme::family
+  // The family's own config.json fields beyond HFConfig's (read from / written to
+  // HFConfig::extra by one field table); null when it has none.
+  void (*read_hf)(const HFConfig& hf, TransformerConfig& c) = nullptr;
+  void (*write_hf)(const TransformerConfig& c, HFConfig& hf) = nullptr;
 };
 
 // All registered families; throws titan::Error naming the family / flavor and the
@@ -37,6 +41,14 @@ HFConfig config_to_hf(const TransformerConfig& cfg);
 std::string to_hf_name(const std::string& titan_name);
 std::string from_hf_name(const std::string& hf_name);
 
+// Routed experts: titan holds them stacked (layers.{l}.moe.experts.w1/w2/w3, (E, ., .));
+// HF checkpoints hold one tensor per expert (model.layers.{l}.mlp.experts.{e}.gate_proj
+// / down_proj / up_proj.weight, what transformers' save_pretrained writes), or the
+// fused transformers 5.x layout (mlp.experts.gate_up_proj (E, 2F, D) = [w1; w3] and
+// mlp.experts.down_proj (E, D, F)). Loading accepts either; export writes per-expert
+// tensors. Buffers (moe.expert_bias <-> mlp.gate.e_score_correction_bias) are loaded
+// when present and exported.
+//
 // Copies HF-named tensors into the module's parameters (converted to f32). Every
 // parameter must be present with its exact shape; HF keys with no counterpart
 // (e.g. rotary inv_freq buffers) are ignored; lm_head.weight is ignored when tied.

@@ -287,6 +287,7 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
               {"reward_std", std::sqrt(rsq / n_all)},
               {"response_len_mean", lsum / n_all},
               {"logprob_diff_max", us.logprob_diff_max},
+              {"routing_mismatch_frac", us.routing_mismatch_frac},
               {"logprob_diff_mean", us.logprob_diff_mean},
               {"kl_gen_train", us.kl_gen_train},
               {"clip_frac", us.clip_frac},

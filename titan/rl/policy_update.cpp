@@ -68,6 +68,7 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
   if (seqs.empty()) return st;
 
   double diff_sum = 0, gap_sum = 0, ent_sum = 0, clip_sum = 0, ratio_sum = 0, kl_sum = 0;
+  int64_t mismatch = 0;  // trained tokens routed differently than by the generator
   size_t begin = 0;
   while (begin < seqs.size()) {
     // Microbatch: whole sequences while the packed length stays within the budget.
@@ -95,7 +96,9 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
       docs.push_back(std::move(d));
     }
     const int64_t N = static_cast<int64_t>(targets.size());
-    const models::ForwardBatch fb = models::make_packed_batch(docs);
+    models::ForwardBatch fb = models::make_packed_batch(docs);
+    std::vector<Tensor> routed;  // the trainer's (T, K) expert ids per MoE layer
+    if (policy.config().is_moe()) fb.routed_experts = &routed;
     const Tensor row_idx = Tensor::from_vector(rows, {N});
     const Tensor tg = Tensor::from_vector(targets, {N});
     const Tensor hidden = policy.forward(fb);
@@ -123,6 +126,29 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
         gap_sum -= d;  // logp_gen - logp_train
       }
       ent_sum += entropy_sum(policy.logits(h.detach()), s.temperature);
+      // Routing: the row predicting completion token j routed as the generator's did?
+      int64_t jj = 0;
+      for (size_t k = begin; k < end; ++k) {
+        const TurnTokens& t = *seqs[k].turn;
+        const size_t n = t.completion_ids.size();
+        if (!t.routed_experts.empty()) {
+          const size_t W = t.routed_experts.size() / n;
+          for (size_t j = 0; j < n; ++j) {
+            const int64_t row = rows[static_cast<size_t>(jj) + j];
+            size_t w = 0;
+            bool same = true;
+            for (const Tensor& ids : routed) {
+              if (!ids.defined()) continue;
+              const int64_t K = ids.size(1);
+              const int32_t* p = ids.data<int32_t>() + row * K;
+              for (int64_t q = 0; q < K; ++q, ++w)
+                same = same && w < W && t.routed_experts[j * W + w] == p[q];
+            }
+            mismatch += (!same || w != W) ? 1 : 0;
+          }
+        }
+        jj += static_cast<int64_t>(n);
+      }
     }
     PolicyLossResult res = policy_loss(in, s.loss);
     st.loss += res.loss.detach().item<double>();
@@ -137,6 +163,7 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
   }
   const double n = static_cast<double>(st.tokens);
   st.logprob_diff_mean = diff_sum / n;
+  st.routing_mismatch_frac = static_cast<double>(mismatch) / n;
   st.kl_gen_train = gap_sum / n;
   st.entropy = ent_sum / n;
   st.clip_frac = clip_sum / n;

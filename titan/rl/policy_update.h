@@ -7,7 +7,10 @@
 //
 // Every step also measures the trainer/generator gap on the tokens it trains:
 // logprob_diff_max / _mean = max / mean |logp_train - logp_gen| (0 exactly when the
-// two sides are bitwise equal), kl_gen_train = mean(logp_gen - logp_train).
+// two sides are bitwise equal), kl_gen_train = mean(logp_gen - logp_train). For MoE
+// models, routing_mismatch_frac = the share of trained tokens whose trainer-side top-k
+// experts (any MoE layer) differ from the generator's (TurnTokens::routed_experts; 0 when
+// the rollouts carry no routing).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,6 +30,7 @@ struct PolicyUpdateSettings {
 struct PolicyUpdateStats {
   double loss = 0;  // sum over microbatches of the (whole-step normalised) loss
   double logprob_diff_max = 0, logprob_diff_mean = 0, kl_gen_train = 0;
+  double routing_mismatch_frac = 0;
   double entropy = 0;  // mean token entropy (nats) of the trainer distribution at `temperature`
   double clip_frac = 0, ratio_mean = 0, ratio_max = 0, kl_ref_mean = 0;
   int64_t tokens = 0;          // trained (completion) tokens

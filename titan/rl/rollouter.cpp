@@ -103,6 +103,7 @@ class Runner {
     const int turn = r.num_turns();
     t.completion_ids = c.token_ids;
     t.logprobs = c.logprobs;
+    t.routed_experts = c.routed_experts;
     t.finish_reason = infer::finish_reason_name(c.finish_reason);
     std::string text;
     if (!cfg_.sampling.stop.empty()) {

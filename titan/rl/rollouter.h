@@ -49,6 +49,8 @@ struct TurnTokens {
   std::vector<int32_t> completion_ids;  // sampled ids, including the stop token (<|im_end|>) when it stopped on it
   std::vector<float> logprobs;          // generator logprobs of completion_ids at logprob_temperature
                                         // (titan::logprobs: bitwise equal to the trainer's for the same tokens)
+  std::vector<int32_t> routed_experts;  // MoE: the generator's routing per completion token
+                                        // (infer::CompletionOutput::routed_experts); empty if dense
   std::string finish_reason;            // "stop" | "length" | "abort" | "error"
   double logprob_temperature = 1.0;     // SamplingParams::logprob_temperature() of the request
   uint64_t seed = 0;                    // the request's Philox seed

@@ -198,6 +198,10 @@ void Trainer::build() {
   mesh_ = std::make_unique<distributed::DeviceMesh>(world, shape);
   rank0_ = world->rank() == 0;
   const bool sharded = mesh_->dp_size() > 1;
+  TITAN_CHECK(mcfg.load_balance_coeff == 0.0 || world->size() == 1,
+              "load_balance_coeff = {} on {} ranks is not supported: each rank would update the routers' expert "
+              "bias from its own expert loads, and the copies would drift apart",
+              mcfg.load_balance_coeff, world->size());
   if (sharded) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with a data-parallel degree of {} is not implemented (Muon orthogonalises "
@@ -408,6 +412,8 @@ std::vector<ShardedTensor> parameter_pieces(const models::Decoder& model, const 
   } else {
     for (auto& [name, p] : model.named_parameters()) out.push_back(sharded_full(name, p));
   }
+  // Buffers (e.g. the MoE routers' expert bias) are held whole on every rank.
+  for (auto& [name, b] : model.named_buffers()) out.push_back(sharded_full(name, b));
   return out;
 }
 }  // namespace
