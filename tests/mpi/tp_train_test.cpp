@@ -130,3 +130,35 @@ TEST(TensorParallel, Qwen3SequenceParallelCloseToOneAndRepeatable) {
                               with(kQwen3, {"--parallelism.tensor_parallel_degree=2",
                                             "--parallelism.enable_sequence_parallel=true"}));
 }
+
+TEST(TensorParallel, RefusedCombinationsFailOnEveryRankBeforeWork) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--recipe", "qwen3_next_debugmodel"},
+       "parallelism.tensor_parallel_degree=2: layer 0 is a gdn layer; tensor parallelism supports gqa attention "
+       "layers only"},
+      {{"--recipe", "debugmodel", "--model.vocab_size=260", "--optimizer.name=muon"},
+       "optimizer.name=muon with parallelism.tensor_parallel_degree=2 is not supported (Muon orthogonalises whole "
+       "matrices; tensor parallelism holds row and column pieces)"},
+      {{"--recipe", "debugmodel", "--model.vocab_size=260", "--checkpoint.enable=true"},
+       "checkpoint.enable=true with parallelism.tensor_parallel_degree=2 is not supported: checkpoints hold whole "
+       "tensors"},
+  };
+  const std::string dump = fresh_dir("refused");
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"train", "--training.steps=2", "--parallelism.tensor_parallel_degree=2",
+                                     "--job.dump_folder=" + dump};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const std::string log = dump + "/log.txt";
+    EXPECT_NE(run(titan_argv(2, args), log), 0);
+    const std::string out = file_bytes(log);
+    for (int r = 0; r < 2; ++r)
+      EXPECT_NE(out.find("error: rank " + std::to_string(r) + ": " + c.message + "\n"), std::string::npos)
+          << "rank " << r << ":\n"
+          << out;
+    EXPECT_EQ(out.find("step "), std::string::npos) << "work started:\n" << out;
+  }
+}

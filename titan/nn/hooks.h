@@ -2,7 +2,8 @@
 // register_forward_hook): a caller that runs a module's forward through
 // call_forward(m, fn) lets a hook act before (pre_forward) and after (post_forward,
 // which may replace the output, e.g. by a tensor with an extra autograd node).
-// Decoder runs each transformer block this way; FSDP (titan/distributed/fsdp.h)
+// Decoder runs the embedding and each transformer block this way, and a block its norms,
+// mixer and feed-forward; FSDP (titan/distributed/fsdp.h)
 // gathers a block's parameters in pre_forward and frees them in post_forward.
 #pragma once
 #include <functional>
