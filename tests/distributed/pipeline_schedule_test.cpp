@@ -185,8 +185,15 @@ TEST(PipelineSchedule, PlanRefusesBadLayouts) {
   const auto plan = td::plan_pipeline(job, 2, 4, false);
   EXPECT_EQ(plan.num_stages(), 2);
   EXPECT_EQ(plan.n_microbatches, 4);
-  // One rank: the whole model is one stage, the pipeline keys unused.
+  // One rank: the whole model is one stage; a pipeline key off its default is refused.
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 1, 4, true); }),
+            "parallelism.pipeline_parallel_schedule=GPipe needs pipeline_parallel_degree > 1");
+  job.parallelism.pipeline_parallel_schedule = "1F1B";
   EXPECT_EQ(td::plan_pipeline(job, 1, 4, true).num_stages(), 1);
+  job.parallelism.pipeline_parallel_microbatch_size = 2;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 1, 4, true); }),
+            "parallelism.pipeline_parallel_microbatch_size=2 needs pipeline_parallel_degree > 1 (on one stage "
+            "training.local_batch_size is the microbatch)");
 }
 
 TEST(PipelineSchedule, LayersPerStageIsTorchTitans) {

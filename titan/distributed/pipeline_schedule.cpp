@@ -62,8 +62,15 @@ PipelinePlan plan_pipeline(const config::JobConfig& job, int pp, int64_t n_layer
   TITAN_CHECK(lps >= 0, "parallelism.pipeline_parallel_layers_per_stage={} must be >= 0 (0 = TorchTitan's default)",
               lps);
   if (pp == 1) {
+    // No pipeline: its keys would be ignored, so they must keep their defaults.
     TITAN_CHECK(lps == 0, "parallelism.pipeline_parallel_layers_per_stage={} needs pipeline_parallel_degree > 1",
                 lps);
+    TITAN_CHECK(p.pipeline_parallel_microbatch_size == 1,
+                "parallelism.pipeline_parallel_microbatch_size={} needs pipeline_parallel_degree > 1 (on one stage "
+                "training.local_batch_size is the microbatch)",
+                p.pipeline_parallel_microbatch_size);
+    TITAN_CHECK(plan.schedule == PipelineScheduleKind::one_f_one_b,
+                "parallelism.pipeline_parallel_schedule={} needs pipeline_parallel_degree > 1", p.pipeline_parallel_schedule);
     plan.stages = split_stages(n_layers, 1);
     plan.microbatch_size = job.training.local_batch_size;
     return plan;

@@ -62,7 +62,7 @@ struct PipelinePlan {
 // TorchTitan's: ceil((n_layers + 2) / pipeline_parallel_layers_per_stage) when that is
 // set (> 0), else pp (GPipe, 1F1B) or 2 pp (Interleaved1F1B). With pp == 1: one stage
 // holding everything. Throws a one-line titan::Error, the same on every rank, for: a
-// layers-per-stage < 0, or set with pp == 1; a stage count that pp does not divide;
+// layers-per-stage < 0; with pp == 1, any pipeline key off its default; a stage count that pp does not divide;
 // more stages than layers; GPipe/1F1B with more than one stage per rank,
 // Interleaved1F1B with one; a microbatch size that does not divide
 // training.local_batch_size; Interleaved1F1B with a microbatch count that pp does not
