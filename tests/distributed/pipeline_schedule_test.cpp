@@ -185,6 +185,53 @@ TEST(PipelineSchedule, PlanRefusesBadLayouts) {
   const auto plan = td::plan_pipeline(job, 2, 4, false);
   EXPECT_EQ(plan.num_stages(), 2);
   EXPECT_EQ(plan.n_microbatches, 4);
-  // One rank: the whole model is one stage, the pipeline keys unused.
+  // One rank: the whole model is one stage; a pipeline key off its default is refused.
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 1, 4, true); }),
+            "parallelism.pipeline_parallel_schedule=GPipe needs pipeline_parallel_degree > 1");
+  job.parallelism.pipeline_parallel_schedule = "1F1B";
   EXPECT_EQ(td::plan_pipeline(job, 1, 4, true).num_stages(), 1);
+  job.parallelism.pipeline_parallel_microbatch_size = 2;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 1, 4, true); }),
+            "parallelism.pipeline_parallel_microbatch_size=2 needs pipeline_parallel_degree > 1 (on one stage "
+            "training.local_batch_size is the microbatch)");
+}
+
+TEST(PipelineSchedule, LayersPerStageIsTorchTitans) {
+  titan::config::JobConfig job;
+  job.training.local_batch_size = 4;
+  job.parallelism.pipeline_parallel_microbatch_size = 1;
+  job.parallelism.pipeline_parallel_schedule = "Interleaved1F1B";
+  // ceil((10 + 2) / 2) = 6 stages: 3 per rank on 2 ranks, 2 layers each but the ends.
+  job.parallelism.pipeline_parallel_layers_per_stage = 2;
+  auto plan = td::plan_pipeline(job, 2, 10, false);
+  EXPECT_EQ(plan.num_stages(), 6);
+  EXPECT_EQ(plan.stages_per_rank, 3);
+  EXPECT_EQ(plan.stages_of_rank(1), (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(plan.stages[0].end_layer, 1);
+  EXPECT_EQ(plan.stages[1].end_layer, 3);
+  EXPECT_EQ(plan.stages[5].first_layer, 9);
+  job.parallelism.pipeline_parallel_layers_per_stage = 4;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 2, 6, false); }),
+            "parallelism.pipeline_parallel_schedule=Interleaved1F1B needs at least 2 stages per rank, but "
+            "pipeline_parallel_layers_per_stage=4 gives 1 (use 1F1B, or fewer layers per stage)");
+  job.parallelism.pipeline_parallel_layers_per_stage = 3;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 2, 6, false); }),
+            "parallelism.pipeline_parallel_layers_per_stage=3 cuts the model's 6 layers (+ embedding and head) into "
+            "3 stages, which pipeline_parallel_degree=2 does not divide");
+  job.parallelism.pipeline_parallel_layers_per_stage = 1;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 2, 6, false); }),
+            "parallelism: 8 pipeline stages (pipeline_parallel_degree=2 × 4 per rank for Interleaved1F1B) are more "
+            "stages than the model's 6 layers");
+  job.parallelism.pipeline_parallel_schedule = "1F1B";
+  job.parallelism.pipeline_parallel_layers_per_stage = 2;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 2, 6, false); }),
+            "parallelism.pipeline_parallel_schedule=1F1B runs one stage per rank, but "
+            "pipeline_parallel_layers_per_stage=2 gives 2 per rank (Interleaved1F1B runs several)");
+  job.parallelism.pipeline_parallel_layers_per_stage = 4;
+  EXPECT_EQ(td::plan_pipeline(job, 2, 6, false).num_stages(), 2);
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 1, 6, false); }),
+            "parallelism.pipeline_parallel_layers_per_stage=4 needs pipeline_parallel_degree > 1");
+  job.parallelism.pipeline_parallel_layers_per_stage = -1;
+  EXPECT_EQ(error_of([&] { td::plan_pipeline(job, 2, 6, false); }),
+            "parallelism.pipeline_parallel_layers_per_stage=-1 must be >= 0 (0 = TorchTitan's default)");
 }

@@ -57,6 +57,11 @@ TEST(Layout, BadLayoutsFailOnEveryRankBeforeWork) {
        "parallelism: 4 pipeline stages (pipeline_parallel_degree=2 × 2 per rank for Interleaved1F1B) are more "
        "stages than the model's 2 layers"},
       {2,
+       {"--parallelism.pipeline_parallel_degree=2", "--parallelism.pipeline_parallel_schedule=Interleaved1F1B",
+        "--parallelism.pipeline_parallel_layers_per_stage=2", "--model.tie_embeddings=false"},
+       "parallelism.pipeline_parallel_schedule=Interleaved1F1B needs at least 2 stages per rank, but "
+       "pipeline_parallel_layers_per_stage=2 gives 1 (use 1F1B, or fewer layers per stage)"},
+      {2,
        {"--parallelism.pipeline_parallel_degree=2", "--parallelism.pipeline_parallel_schedule=ZeroBubble"},
        "parallelism.pipeline_parallel_schedule='ZeroBubble' is not one of: GPipe, 1F1B, Interleaved1F1B"},
       {2,

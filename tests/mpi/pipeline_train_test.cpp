@@ -134,6 +134,13 @@ TEST(Pipeline, Interleaved1F1BFourStagesOnTwoRanksBitwiseEqualToOne) {
                  "PP 2 Interleaved1F1B");
 }
 
+TEST(Pipeline, Interleaved1F1BThreeStagesPerRankBitwiseEqualToOne) {
+  // 10 layers, pipeline_parallel_layers_per_stage 2: ceil(12 / 2) = 6 stages, 3 per rank.
+  std::vector<std::string> a = pp_args("Interleaved1F1B", 10, 8);
+  a.push_back("--parallelism.pipeline_parallel_layers_per_stage=2");
+  expect_bitwise(one_rank(10), run_train(2, "pp_interleaved3", a), "PP 2 Interleaved1F1B, 3 stages per rank");
+}
+
 TEST(Pipeline, TwoStagesTimesFsdpTwoBitwiseEqualToOne) {
   // pp 2 × dp_shard 2 on 4 ranks: local_batch_size 4 per dp rank, 2 microbatches each.
   std::vector<std::string> a = pp_args("1F1B", 2, 4);

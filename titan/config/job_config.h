@@ -184,6 +184,7 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(int, pipeline_parallel_degree, 1, "pp: pipeline stages (layer ranges) over ranks")                    \
   X(std::string, pipeline_parallel_schedule, "1F1B", "pipeline schedule: GPipe | 1F1B | Interleaved1F1B")  \
   X(int64_t, pipeline_parallel_microbatch_size, 1, "rows per pipeline microbatch")                         \
+  X(int64_t, pipeline_parallel_layers_per_stage, 0, "layers per pipeline stage, the embedding and the LM head counting one each (TorchTitan's); 0 = 1 stage per rank, 2 for Interleaved1F1B") \
   X(int, context_parallel_degree, 1, "cp: ranks splitting each sequence (head-tail balanced for causal attention)")
 
 struct JobSection { TITAN_CONFIG_BODY(JobSection, TITAN_JOB_FIELDS) };

@@ -56,7 +56,7 @@ class MpiPendingSend final : public PendingSend {
   ~MpiPendingSend() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (req != MPI_REQUEST_NULL && !finalized) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (req != MPI_REQUEST_NULL && !finalized) MPI_Request_free(&req);
   }
 };
 

@@ -58,20 +58,47 @@ PipelinePlan plan_pipeline(const config::JobConfig& job, int pp, int64_t n_layer
   PipelinePlan plan;
   plan.schedule = parse_pipeline_schedule(p.pipeline_parallel_schedule);
   plan.pp = pp;
+  const int64_t lps = p.pipeline_parallel_layers_per_stage;
+  TITAN_CHECK(lps >= 0, "parallelism.pipeline_parallel_layers_per_stage={} must be >= 0 (0 = TorchTitan's default)",
+              lps);
   if (pp == 1) {
+    // No pipeline: its keys would be ignored, so they must keep their defaults.
+    TITAN_CHECK(lps == 0, "parallelism.pipeline_parallel_layers_per_stage={} needs pipeline_parallel_degree > 1",
+                lps);
+    TITAN_CHECK(p.pipeline_parallel_microbatch_size == 1,
+                "parallelism.pipeline_parallel_microbatch_size={} needs pipeline_parallel_degree > 1 (on one stage "
+                "training.local_batch_size is the microbatch)",
+                p.pipeline_parallel_microbatch_size);
+    TITAN_CHECK(plan.schedule == PipelineScheduleKind::one_f_one_b,
+                "parallelism.pipeline_parallel_schedule={} needs pipeline_parallel_degree > 1", p.pipeline_parallel_schedule);
     plan.stages = split_stages(n_layers, 1);
     plan.microbatch_size = job.training.local_batch_size;
     return plan;
   }
-  // TorchTitan's default without pipeline_parallel_layers_per_stage: one stage per rank
-  // for the single-stage schedules, two for the interleaved one.
   const bool multi = plan.schedule == PipelineScheduleKind::interleaved_1f1b;
-  plan.stages_per_rank = multi ? 2 : 1;
-  const int64_t stages = int64_t{pp} * plan.stages_per_rank;
+  int64_t stages = 0;
+  if (lps > 0) {
+    stages = (n_layers + 2 + lps - 1) / lps;  // TorchTitan: ceil((L + 2) / layers_per_stage)
+    TITAN_CHECK(stages % pp == 0,
+                "parallelism.pipeline_parallel_layers_per_stage={} cuts the model's {} layers (+ embedding and head) "
+                "into {} stages, which pipeline_parallel_degree={} does not divide",
+                lps, n_layers, stages, pp);
+  } else {
+    stages = int64_t{pp} * (multi ? 2 : 1);  // TorchTitan's default: 1 stage per rank, 2 when interleaved
+  }
+  plan.stages_per_rank = static_cast<int>(stages / pp);
   TITAN_CHECK(stages <= n_layers,
               "parallelism: {} pipeline stages (pipeline_parallel_degree={} × {} per rank for {}) are more stages "
               "than the model's {} layers",
               stages, pp, plan.stages_per_rank, p.pipeline_parallel_schedule, n_layers);
+  TITAN_CHECK(multi || plan.stages_per_rank == 1,
+              "parallelism.pipeline_parallel_schedule={} runs one stage per rank, but "
+              "pipeline_parallel_layers_per_stage={} gives {} per rank (Interleaved1F1B runs several)",
+              p.pipeline_parallel_schedule, lps, plan.stages_per_rank);
+  TITAN_CHECK(!multi || plan.stages_per_rank >= 2,
+              "parallelism.pipeline_parallel_schedule=Interleaved1F1B needs at least 2 stages per rank, but "
+              "pipeline_parallel_layers_per_stage={} gives 1 (use 1F1B, or fewer layers per stage)",
+              lps);
   const int64_t mbs = p.pipeline_parallel_microbatch_size, local = job.training.local_batch_size;
   TITAN_CHECK(local % mbs == 0,
               "parallelism.pipeline_parallel_microbatch_size={} does not divide training.local_batch_size={}", mbs,

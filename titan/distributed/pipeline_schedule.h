@@ -58,10 +58,13 @@ struct PipelinePlan {
 };
 
 // The pipeline plan of `job` with pipeline_parallel_degree = pp over a decoder of
-// n_layers layers (tied: the LM head is the embedding matrix). Stages per rank are
-// TorchTitan's default: 1 for GPipe and 1F1B, 2 for Interleaved1F1B. With pp == 1: one
-// stage holding everything. Throws a one-line titan::Error, the same on every rank,
-// for: more stages than layers; a microbatch size that does not divide
+// n_layers layers (tied: the LM head is the embedding matrix). The stage count is
+// TorchTitan's: ceil((n_layers + 2) / pipeline_parallel_layers_per_stage) when that is
+// set (> 0), else pp (GPipe, 1F1B) or 2 pp (Interleaved1F1B). With pp == 1: one stage
+// holding everything. Throws a one-line titan::Error, the same on every rank, for: a
+// layers-per-stage < 0; with pp == 1, any pipeline key off its default; a stage count that pp does not divide;
+// more stages than layers; GPipe/1F1B with more than one stage per rank,
+// Interleaved1F1B with one; a microbatch size that does not divide
 // training.local_batch_size; Interleaved1F1B with a microbatch count that pp does not
 // divide; tied embeddings; checkpoint.enable.
 PipelinePlan plan_pipeline(const config::JobConfig& job, int pp, int64_t n_layers, bool tied);

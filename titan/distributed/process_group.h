@@ -32,7 +32,8 @@ namespace titan::distributed {
 enum class ReduceOp { sum, max, min };
 
 // A send in flight (ProcessGroup::isend_bytes). wait() returns once the buffer may be
-// reused; the destructor waits too.
+// reused. Destroying the handle first detaches the send (MPI_Request_free): it then
+// completes on its own, and its buffer must stay valid until it has.
 class PendingSend {
  public:
   virtual ~PendingSend() = default;
