@@ -147,5 +147,18 @@ TEST(KimiLinear, DebugRecipeLossFallsAndGenerates) {
   fs::remove_all(dir);
 }
 
+TEST(KimiLinear, FullSizeFlavorSizesItself) {
+  const TransformerConfig big = flavor("kimi_linear", "kimi_linear_48b_a3b");
+  EXPECT_EQ(describe_layers(layer_specs(big)).substr(0, 33), "L0 kda+dense, L1-3 kda+moe, L4 gq");
+  // Kimi-Linear-48B-A3B: "48B total, 3B activated" (model card); GQA stands in for MLA in
+  // 6 of 27 layers (a few hundred million parameters either way).
+  std::printf("kimi_linear_48b_a3b: %.2f B parameters, %.2f B active\n", big.num_params() / 1e9,
+              big.num_active_params() / 1e9);
+  EXPECT_GT(big.num_params(), 46'000'000'000);
+  EXPECT_LT(big.num_params(), 50'000'000'000);
+  EXPECT_GT(big.num_active_params(), 2'500'000'000);
+  EXPECT_LT(big.num_active_params(), 3'700'000'000);
+}
+
 }  // namespace
 }  // namespace titan::models
