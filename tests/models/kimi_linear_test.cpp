@@ -97,6 +97,9 @@ TEST(KimiLinear, ConfigReadsWritesAndRefusesMla) {
   EXPECT_EQ(back.num_params(), c.num_params());
   Decoder m(c);
   EXPECT_EQ(m.num_parameters(), c.num_params());
+  nlohmann::json by_type = hf_config_to_json(config_to_hf(c));
+  by_type.erase("architectures");  // model_type alone names the family
+  EXPECT_EQ(config_from_hf(parse_hf_config(by_type, "by_type.json")).family, "kimi_linear");
   nlohmann::json j = hf_config_to_json(config_to_hf(c));
   j["kv_lora_rank"] = 512;
   try {

@@ -123,6 +123,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     if (c.model_type == "llama") c.architectures = {"LlamaForCausalLM"};
     else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
     else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
+    else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -136,7 +137,11 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     used.insert("kv_lora_rank");
   } else if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
-  if (c.model_type.empty()) c.model_type = c.is_llama() ? "llama" : c.is_qwen3_next() ? "qwen3_next" : "qwen3";
+  if (c.model_type.empty())
+    c.model_type = c.is_llama()         ? "llama"
+                   : c.is_qwen3_next()  ? "qwen3_next"
+                   : c.is_kimi_linear() ? "kimi_linear"
+                                        : "qwen3";
 
   c.hidden_size = f.required_i64("hidden_size");
   c.intermediate_size = f.required_i64("intermediate_size");
