@@ -3,6 +3,7 @@
 // gain-centred norms) saved with save_pretrained and loaded into titan; logits of two
 // packed sequences (one crossing the 64-token chunk boundary) within 1e-4 · max |logit|;
 // then titan's export reloaded by transformers. Bad hybrid configs are one-line errors.
+// The debug recipe's loss falls and `titan generate` runs on its checkpoint.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -123,7 +124,8 @@ TEST(Qwen3Next, DebugRecipeLossFalls) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir(tmpl);
   const std::string cmd = "'" + test::titan_exe() + "' train --recipe qwen3_next_debugmodel --job.dump_folder='" +
-                          dir + "' --checkpoint.enable=false --validation.enabled=false > '" + dir + "/log.txt' 2>&1";
+                          dir + "' --checkpoint.enable=true --checkpoint.interval=30 --validation.enabled=false > '" + dir +
+                          "/log.txt' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::vector<double> loss;
   std::ifstream f(dir + "/metrics.jsonl");
@@ -135,6 +137,16 @@ TEST(Qwen3Next, DebugRecipeLossFalls) {
   const double first = loss.front(), last = loss.back();
   std::printf("qwen3_next_debugmodel: loss %.4f -> %.4f over %zu steps\n", first, last, loss.size());
   EXPECT_LT(last, first - 1.0);  // bytes: ~ln 256 = 5.5 at init
+  // `titan generate` on the checkpoint: the GDN layers decode from their state slots
+  // (80 greedy tokens cross KV blocks and a 64-token chunk).
+  const std::string gen = "'" + test::titan_exe() + "' generate --checkpoint '" + dir +
+                          "/checkpoint' --prompt 'ROMEO:' --max-tokens 80 --temperature 0 --ignore-eos > '" + dir +
+                          "/gen.txt' 2> '" + dir + "/gen_err.txt'";
+  ASSERT_EQ(std::system(gen.c_str()), 0) << gen;
+  std::ifstream g(dir + "/gen.txt");
+  const std::string text((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  std::printf("qwen3_next_debugmodel generates: %s\n", text.c_str());
+  EXPECT_GE(text.size(), 40u);
   fs::remove_all(dir);
 }
 

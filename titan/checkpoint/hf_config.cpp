@@ -148,6 +148,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
     else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
     else if (c.model_type == "qwen3_moe") c.architectures = {"Qwen3MoeForCausalLM"};
+    else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -164,6 +165,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
   if (c.model_type.empty())
     c.model_type = c.is_llama()         ? "llama"
                    : c.is_qwen3_next()    ? "qwen3_next"
+                   : c.is_kimi_linear()   ? "kimi_linear"
                    : c.is_deepseek_v3()   ? "deepseek_v3"
                    : c.is_qwen3_moe()     ? "qwen3_moe"
                                           : "qwen3";

@@ -38,6 +38,33 @@ Family make_kimi_linear_family() {
     debug.layer_types.push_back((l + 1) % 4 ? "linear_attention" : "full_attention");
   debug.tie_word_embeddings = true;
   f.flavors["debugmodel"] = debug;
+
+  // Kimi-Linear-48B-A3B sized from transformers' KimiLinearConfig defaults (hidden 2304,
+  // 27 layers, KDA 32 heads of 128, 256 routed experts of 1024 with 8 per token and one
+  // shared expert, layer 0 dense, full attention at layers 4, 8, ..., 24), with GQA (32/32
+  // heads of 128) in place of MLA. Sizes itself only: this build has no MoE feed-forward.
+  TransformerConfig big = base;
+  big.vocab_size = 163840;
+  big.hidden_size = 2304;
+  big.intermediate_size = 9216;
+  big.num_hidden_layers = 27;
+  big.num_attention_heads = 32;
+  big.num_key_value_heads = 32;
+  big.head_dim = 128;
+  big.max_position_embeddings = 1048576;
+  big.linear_num_key_heads = big.linear_num_value_heads = 32;
+  big.linear_key_head_dim = big.linear_value_head_dim = 128;
+  for (int64_t l = 0; l < big.num_hidden_layers; ++l)
+    big.layer_types.push_back(l && l % 4 == 0 ? "full_attention" : "linear_attention");
+  big.num_experts = 256;
+  big.num_experts_per_tok = 8;
+  big.moe_intermediate_size = 1024;
+  big.n_shared_experts = 1;
+  big.first_k_dense_replace = 1;
+  big.norm_topk_prob = true;
+  big.scoring_func = "sigmoid";
+  big.routed_scaling_factor = 2.446;
+  f.flavors["kimi_linear_48b_a3b"] = big;
   return f;
 }
 

@@ -1,11 +1,10 @@
 #include "titan/models/mixers/gdn.h"
 
-#include "titan/models/mixers/linear_state.h"
-
 #include <algorithm>
 #include <cmath>
 
 #include "titan/kernels/cpu/gated_delta.h"
+#include "titan/models/mixers/linear_state.h"
 #include "titan/ops/activation.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/join.h"
