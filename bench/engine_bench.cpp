@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
   titan::set_num_threads(2);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::printf("model: %s, %lld params (%.1f MB fp32), KV pool %lld MiB, threads %d\n",
+  std::printf("model: %s, %lld params (%.1f MB of stored weights), KV pool %lld MiB, threads %d\n",
               model_name().c_str(), static_cast<long long>(bench_model().num_parameters()), weight_bytes() / 1e6,
               static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
   benchmark::RunSpecifiedBenchmarks();

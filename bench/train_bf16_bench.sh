@@ -33,7 +33,8 @@ for py in ${PEERS:-$VPY /usr/bin/python3}; do
     "$py" bench/train_torch.py --config small --steps "$STEPS" --threads 2 $ac | tail -1 | python3 -c '
 import json, sys
 o = json.loads(sys.stdin.read())
-print(f"torch {o.get(\"torch\", \"?\")} {\"autocast bf16\" if o.get(\"autocast_bf16\") else \"fp32\"}: {o[\"tokens_per_s\"]:.0f} tokens/s")'
+kind = "autocast bf16" if o.get("autocast_bf16") else "fp32"
+print("torch", o.get("torch", "?"), kind + ":", round(o["tokens_per_s"]), "tokens/s")'
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
