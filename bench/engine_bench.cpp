@@ -11,6 +11,9 @@
 // qwen3_0.6b needs ~1024 for B = 8 at these contexts without preemption).
 // ENGINE_BENCH_REPACK=0 keeps the weights in the trainer's (out, in) layout
 // (default 1: infer::prepare_for_inference, as `titan generate` does).
+// ENGINE_BENCH_DTYPE=bf16 runs the model in bf16 compute with bf16 weight panels
+// (`titan generate --dtype bf16`; the LM head stays fp32); weight_GB/s then counts the
+// bytes actually stored.
 //
 // Benchmarks (tok/s counters are tokens per second of wall time):
 //   Decode/B/0      one engine step = one decode token for each of B running
@@ -65,6 +68,8 @@ const models::Decoder& bench_model() {
       throw std::runtime_error("ENGINE_BENCH_MODEL: expected family:flavor, got '" + name + "'");
     auto d = std::make_unique<models::Decoder>(models::flavor(name.substr(0, colon), name.substr(colon + 1)));
     d->init_weights(0);
+    const char* dtype = std::getenv("ENGINE_BENCH_DTYPE");
+    if (dtype && std::string(dtype) == "bf16") d->set_compute_bf16(true);
     const char* repack = std::getenv("ENGINE_BENCH_REPACK");
     if (!repack || std::string(repack) != "0") prepare_for_inference(*d);
     return d;
@@ -72,7 +77,11 @@ const models::Decoder& bench_model() {
   return *m;
 }
 
-double weight_bytes() { return static_cast<double>(bench_model().num_parameters()) * 4.0; }
+double weight_bytes() {
+  double b = 0;
+  for (const auto& [n, p] : bench_model().named_parameters()) b += static_cast<double>(p.nbytes());
+  return b;
+}
 
 double peak_rss_mib() {
   std::ifstream f("/proc/self/status");
@@ -202,7 +211,7 @@ int main(int argc, char** argv) {
   titan::set_num_threads(2);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::printf("model: %s, %lld params (%.1f MB fp32), KV pool %lld MiB, threads %d\n",
+  std::printf("model: %s, %lld params (%.1f MB of stored weights), KV pool %lld MiB, threads %d\n",
               model_name().c_str(), static_cast<long long>(bench_model().num_parameters()), weight_bytes() / 1e6,
               static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
   benchmark::RunSpecifiedBenchmarks();

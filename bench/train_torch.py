@@ -12,6 +12,8 @@ warmup + cosine to min_lr, global-norm clipping: the recipe's settings.
 Usage:
   train_torch.py --config shakespeare_char|small [--steps N] [--batch B]
                  [--eval-every K --eval-batches 20] [--threads 2] [--data FILE]
+                 [--autocast-bf16]   (forward under torch.autocast("cpu", torch.bfloat16):
+                                      the peer of titan's model.compute_dtype=bf16)
 Prints one JSON object on the last line: tokens_per_s (median over the timed steps,
 step 0 excluded as warm-up), step_ms list, peak_rss_mb (getrusage), losses, val_loss.
 """
@@ -122,6 +124,7 @@ def main():
     ap.add_argument("--eval-every", type=int, default=0)
     ap.add_argument("--eval-batches", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--autocast-bf16", action="store_true")
     a = ap.parse_args()
     c = dict(CONFIGS[a.config])
     steps = a.steps or c["steps"]
@@ -162,7 +165,7 @@ def main():
             cnt += x.numel()
         return tot / cnt
 
-    out = {"config": a.config, "batch": B, "seq": T, "threads": a.threads,
+    out = {"config": a.config, "autocast_bf16": a.autocast_bf16, "torch": torch.__version__, "batch": B, "seq": T, "threads": a.threads,
            "params": sum(p.numel() for p in model.parameters()), "losses": [], "step_ms": []}
     if a.eval_every and val is not None:
         out["val_loss_0"] = evaluate()
@@ -173,7 +176,8 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr_at(c, step, steps)
         x, y = batch()
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16):
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

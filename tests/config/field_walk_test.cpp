@@ -15,7 +15,7 @@
 // when it is silently ignored.
 //
 // Fields that other work is turning from silent into honoured or refused (the
-// parallel degrees, model.compute_dtype) are in kPending: walked, reported when still
+// parallel degrees) are in kPending: walked, reported when still
 // silent, not failed. Once they are refused or honoured they pass as any field does.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -199,6 +199,35 @@ TEST(DecoderBf16, Bf16PanelsForDecodeGiveTheSameLogits) {
   }
 }
 
+TEST(DecoderBf16, HfSafetensorsInF16AndBf16Load) {
+  // An HF checkpoint stored in bf16 or f16 loads as it is: every weight is the exact
+  // widening of the stored value (the f32 weights rounded RNE when written).
+  Decoder src(tiny("qwen3"));
+  src.init_weights(4);
+  TensorMap hf = hf_state_dict(src);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    char tmpl[] = "/tmp/titan_hf_half_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    const std::string path = std::string(tmpl) + "/model.safetensors";
+    TensorMap half;
+    for (auto& [n, t] : hf) half[n] = t.to(dt);
+    save_safetensors(path, half, {});
+    const TensorMap back = load_safetensors(path);
+    EXPECT_EQ(back.begin()->second.dtype(), dt);
+    Decoder dst(tiny("qwen3"));
+    {
+      autograd::NoGradGuard ng;
+      load_hf_state_dict(dst, back, tmpl);
+    }
+    for (auto& [name, p] : dst.named_parameters()) {
+      const auto want = half.at(to_hf_name(name)).to(DType::f32).to_vector<float>();
+      const auto got = p.to_vector<float>();
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << dtype_name(dt) << " " << name;
+    }
+    std::system(("rm -rf " + std::string(tmpl)).c_str());
+  }
+}
+
 TEST(DecoderBf16, RefusesLayersItDoesNotCover) {
   const TransformerConfig c = flavor("qwen3_next", "debugmodel");
   try {

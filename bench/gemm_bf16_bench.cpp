@@ -1,0 +1,108 @@
+// bf16 GEMM benchmark: titan's gemm_bf16 (bf16 inputs, fp32 accumulation, the chain of
+// titan/kernels/cpu/bf16.h) on its three paths against the fp32 gemm_f32 in the same
+// run, C = A · Wᵀ with W (N, K) in the nn.Linear layout. Results: docs/benchmarks.md,
+// "bf16".
+//
+//   build/bench/gemm_bf16_bench [--benchmark_filter=...]
+//
+// impl: 0 gemm_f32 (fp32), 1 gemm_bf16 VDPBF16PS (where the CPU has it), 2 gemm_bf16
+// AVX-512 emulation, 3 gemm_bf16 AVX2 emulation, 4 gemm_f32_panels (fp32 repacked
+// weights), 5 gemm_bf16_panels (bf16 repacked weights, the process's default path).
+// Counters: GFLOP/s = 2·M·N·K / time; for M <= 16 also wGB/s = weight bytes / time with
+// cold weights (rotating over enough weight copies to exceed the LLC).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "titan/core/dtype.h"
+#include "titan/core/thread_pool.h"
+#include "titan/kernels/cpu/bf16.h"
+#include "titan/kernels/cpu/gemm.h"
+
+namespace {
+namespace kc = titan::kernels::cpu;
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+void BM_gemm(benchmark::State& st) {
+  const int impl = static_cast<int>(st.range(0));
+  const int64_t M = st.range(1), K = st.range(2), N = st.range(3);
+  titan::set_num_threads(static_cast<int>(st.range(4)));
+  if (impl == 1 && !kc::bf16_instruction_available()) {
+    st.SkipWithError("no AVX512_BF16");
+    return;
+  }
+  __builtin_cpu_init();
+  if (impl == 2 && !__builtin_cpu_supports("avx512bw")) {
+    st.SkipWithError("no AVX-512");
+    return;
+  }
+  const bool bf16 = impl == 1 || impl == 2 || impl == 3 || impl == 5;
+  const size_t wbytes = static_cast<size_t>(N * K) * (bf16 ? 2 : 4);
+  const int copies = M <= 16 ? static_cast<int>(std::max<size_t>(1, kColdBytes / wbytes)) : 1;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> A(static_cast<size_t>(M * K)), C(static_cast<size_t>(M * N));
+  for (auto& x : A) x = u(rng);
+  std::vector<uint16_t> Ah(A.size());
+  kc::cast_f32_to_bf16(A.data(), Ah.data(), static_cast<int64_t>(A.size()));
+  std::vector<std::vector<float>> Wf;
+  std::vector<std::vector<uint16_t>> Wh;
+  std::vector<std::vector<uint32_t>> Wp;
+  for (int c = 0; c < copies; ++c) {
+    std::vector<float> w(static_cast<size_t>(N * K));
+    for (auto& x : w) x = u(rng);
+    if (impl == 4) {
+      std::vector<float> p(static_cast<size_t>(kc::gemm_panels_size(N, K)));
+      kc::gemm_pack_panels(N, K, w.data(), K, p.data());
+      Wf.push_back(std::move(p));
+    } else if (impl == 0) {
+      Wf.push_back(std::move(w));
+    } else {
+      std::vector<uint16_t> h(w.size());
+      kc::cast_f32_to_bf16(w.data(), h.data(), static_cast<int64_t>(w.size()));
+      if (impl == 5) {
+        std::vector<uint32_t> p(static_cast<size_t>(kc::gemm_bf16_panels_size(N, K)));
+        kc::gemm_bf16_pack_panels(N, K, h.data(), K, p.data());
+        Wp.push_back(std::move(p));
+      } else {
+        Wh.push_back(std::move(h));
+      }
+    }
+  }
+  int c = 0;
+  for (auto _ : st) {
+    switch (impl) {
+      case 0: kc::gemm_f32(M, N, K, A.data(), K, Wf[c].data(), K, true, C.data(), N, false); break;
+      case 1: kc::gemm_bf16_on(kc::Isa::avx512, kc::Bf16Dot::instruction, M, N, K, Ah.data(), K, false,
+                               Wh[c].data(), K, true, C.data(), N, false); break;
+      case 2: kc::gemm_bf16_on(kc::Isa::avx512, kc::Bf16Dot::emulation, M, N, K, Ah.data(), K, false,
+                               Wh[c].data(), K, true, C.data(), N, false); break;
+      case 3: kc::gemm_bf16_on(kc::Isa::avx2, kc::Bf16Dot::emulation, M, N, K, Ah.data(), K, false,
+                               Wh[c].data(), K, true, C.data(), N, false); break;
+      case 4: kc::gemm_f32_panels(M, N, K, A.data(), K, Wf[c].data(), C.data(), N, false); break;
+      default: kc::gemm_bf16_panels(M, N, K, Ah.data(), K, Wp[c].data(), C.data(), N, false); break;
+    }
+    benchmark::DoNotOptimize(C.data());
+    c = (c + 1) % copies;
+  }
+  const double flops = 2.0 * static_cast<double>(M * N * K);
+  st.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  if (M <= 16)
+    st.counters["wGB/s"] = benchmark::Counter(static_cast<double>(wbytes) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2})
+    for (int impl : {0, 1, 2, 3, 4, 5})
+      for (int64_t M : {1, 8, 128, 512}) {
+        if ((impl == 4 || impl == 5) && M > 8) continue;  // the decode layouts
+        b->Args({impl, M, 1024, 4096, threads});
+      }
+}
+BENCHMARK(BM_gemm)->Apply(shapes)->UseRealTime()->MinTime(0.3);
+
+}  // namespace
+
+BENCHMARK_MAIN();
