@@ -234,6 +234,10 @@ void Trainer::build() {
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
   if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan));
+  TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16 || (shape.tp == 1 && shape.pp == 1),
+              "model.compute_dtype=bf16 with parallelism.tensor_parallel_degree={} / pipeline_parallel_degree={} "
+              "is not supported: bf16 compute covers the whole model's forward on one rank or under FSDP",
+              shape.tp, shape.pp);
   model_->set_compute_bf16(job_.model.compute_dtype == config::ComputeDType::bf16);
   if (sharded) {
     // One FSDP unit per transformer block (TorchTitan's fully_shard per layer); under
