@@ -153,7 +153,7 @@ TEST(Config, MissingRecipeListsAvailable) {
   std::string e = error_of([] { tc::resolve_config("shakespeare", std::nullopt, {}); });
   EXPECT_EQ(e.rfind("unknown recipe 'shakespeare' (did you mean 'shakespeare_char'?; available: "
                     "alphabet_sort_grpo, alphabet_sort_hybrid_grpo, alphabet_sort_hybrid_sft, alphabet_sort_moe_grpo, "
-                    "alphabet_sort_moe_sft, alphabet_sort_sft, debugmodel, deepseek_v3_dense_debugmodel, "
+                    "alphabet_sort_moe_sft, alphabet_sort_sft, debugmodel, deepseek_v3_debugmodel, deepseek_v3_dense_debugmodel, "
                     "kimi_linear_debugmodel, qwen3_debugmodel, qwen3_moe_debugmodel, "
                     "qwen3_next_debugmodel, "
                     "shakespeare_char",

@@ -111,6 +111,20 @@ JobConfig qwen3_next_debugmodel() {
 // debugmodel as DeepSeek-V3 with every feed-forward dense: 4 MLA layers (YaRN RoPE,
 // q low-rank), dim 64, byte tokens, from the shipped HF config.json
 // (recipes/deepseek_v3_dense_debugmodel.json; first_k_dense_replace = num_hidden_layers).
+// debugmodel as DeepSeek-V3: 4 MLA layers (YaRN RoPE, q low-rank), layer 0 dense, then
+// MoE layers of 8 routed experts (sigmoid router, 2 groups, top-2, 1 shared expert),
+// dim 64, byte tokens (recipes/deepseek_v3_debugmodel.json).
+JobConfig deepseek_v3_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as DeepSeek-V3 (MLA, YaRN, one dense layer then 8-expert MoE), byte tokens";
+  c.model.name = "deepseek_v3";
+  c.model.hf_config = "recipes/deepseek_v3_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 JobConfig deepseek_v3_dense_debugmodel() {
   JobConfig c = debugmodel();
   c.job.description = "debugmodel as DeepSeek-V3 with dense feed-forwards (MLA, YaRN), byte tokens";
@@ -202,6 +216,8 @@ struct Registry {
        alphabet_sort_sft},
       {"alphabet_sort_grpo", "GRPO on alphabet_sort from the alphabet_sort_sft export (titan rl), ~5 min",
        alphabet_sort_grpo},
+      {"deepseek_v3_debugmodel", "debugmodel as DeepSeek-V3 (MLA, YaRN RoPE, one dense layer then MoE)",
+       deepseek_v3_debugmodel},
       {"deepseek_v3_dense_debugmodel", "debugmodel as DeepSeek-V3 (MLA, YaRN RoPE) with dense feed-forwards",
        deepseek_v3_dense_debugmodel},
       {"alphabet_sort_hybrid_sft", "alphabet_sort SFT on a Qwen3-Next hybrid (Gated DeltaNet + attention), byte_chat",
