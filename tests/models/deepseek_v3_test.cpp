@@ -31,9 +31,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Layers of the tiny oracle model (of 2) with a dense feed-forward. The MoE feed-forward is
-// not in this build: with it, set 1 to compare layer 1 as DeepSeek-MoE too.
-constexpr int kDenseLayers = 2;
+// Layers of the tiny oracle model (of 2) with a dense feed-forward: layer 1 is
+// DeepSeek-MoE (sigmoid group-limited router, shared expert).
+constexpr int kDenseLayers = 1;
 
 std::string ref_script() { return std::string(TITAN_SOURCE_DIR) + "/tests/reference/deepseek_v3_ref.py"; }
 
