@@ -179,6 +179,8 @@ struct Registry {
       {"qwen3_next_debugmodel", "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention)",
        qwen3_next_debugmodel},
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
+      {"tool_use_sft", "tool_use SFT: search/calculator/python calls on a generated knowledge base", tool_use_sft},
+      {"tool_use_grpo", "GRPO on tool_use from the tool_use_sft export (titan rl)", tool_use_grpo},
   };
 };
 

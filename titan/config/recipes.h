@@ -42,5 +42,7 @@ JobConfig debugmodel();         // shakespeare_char shrunk to a seconds-long smo
 JobConfig qwen3_debugmodel();   // debugmodel as a Qwen3 model with the Qwen3 BPE tokenizer
 JobConfig alphabet_sort_sft();  // small Qwen3-style chat model trained on alphabet_sort demonstrations
 JobConfig alphabet_sort_grpo(); // GRPO on alphabet_sort from the alphabet_sort_sft export (rl_recipes.cpp)
+JobConfig tool_use_sft();       // the alphabet_sort_sft model on tool_use demonstrations (tool_use_recipes.cpp)
+JobConfig tool_use_grpo();      // GRPO on tool_use from the tool_use_sft export (tool_use_recipes.cpp)
 
 }  // namespace titan::config
