@@ -6,14 +6,14 @@ namespace titan::config {
 
 namespace {
 
-// Questions of one and two hops (city, job, country) about 48 people in 12 cities of
-// 4 countries, 2 documents per search, all three tools offered. The SFT and the GRPO
+// Questions of one and two hops (city, job, country) about 12 people in 6 cities of
+// 3 countries, 2 documents per search, all three tools offered. The SFT and the GRPO
 // run read the same task config, so they see the same knowledge base, questions and
-// validation split. With 200 people this 2-layer byte model did not learn to copy
-// the person's name into its query in 900 SFT steps (greedy reward 0); a small
-// cast lets it learn the names, and reading the tool responses is what is left.
+// validation split. With 200 or 48 people this 2-layer byte model did not learn to
+// copy the person's name into its query in 900 SFT steps (greedy reward 0.0,
+// docs/benchmarks.md); a small cast lets it learn the names.
 constexpr const char* kToolUseTaskConfig =
-    R"({"num_people": 48, "num_cities": 12, "num_countries": 4, "num_samples": 20256, "num_validation": 256, "question_types": ["city", "job", "country"], "search_k": 2, "max_turns": 4})";
+    R"({"num_people": 12, "num_cities": 6, "num_countries": 3, "num_samples": 20256, "num_validation": 256, "question_types": ["city", "job", "country"], "search_k": 2, "max_turns": 4})";
 
 }  // namespace
 
