@@ -236,6 +236,8 @@ struct Registry {
        qwen3_next_debugmodel},
       {"qwen3_moe_debugmodel", "debugmodel as Qwen3-MoE (8 experts, 2 per token)", qwen3_moe_debugmodel},
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
+      {"tool_use_sft", "tool_use SFT: search/calculator/python calls on a generated knowledge base", tool_use_sft},
+      {"tool_use_grpo", "GRPO on tool_use from the tool_use_sft export (titan rl)", tool_use_grpo},
   };
 };
 

@@ -47,5 +47,7 @@ JobConfig alphabet_sort_hybrid_grpo();  // alphabet_sort_grpo from the alphabet_
 JobConfig kimi_linear_debugmodel();     // debugmodel as a Kimi Linear hybrid (hybrid_recipes.cpp)
 JobConfig alphabet_sort_moe_sft();   // alphabet_sort_sft on a small Qwen3-MoE chat model (rl_recipes.cpp)
 JobConfig alphabet_sort_moe_grpo();  // GRPO from the alphabet_sort_moe_sft export (rl_recipes.cpp)
+JobConfig tool_use_sft();       // the alphabet_sort_sft model on tool_use demonstrations (tool_use_recipes.cpp)
+JobConfig tool_use_grpo();      // GRPO on tool_use from the tool_use_sft export (tool_use_recipes.cpp)
 
 }  // namespace titan::config

@@ -307,6 +307,7 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
               {"gen_tokens_per_s", b.gen_ms > 0 ? b.gen_tokens / (b.gen_ms / 1000.0) : 0.0},
               {"train_tokens_per_s", train_ms > 0 ? us.packed_tokens / (train_ms / 1000.0) : 0.0},
               {"gen_ms", b.gen_ms},
+              {"tools_ms", b.tools_ms},
               {"score_ms", b.score_ms},
               {"train_ms", train_ms},
               {"sync_ms", sync_ms},

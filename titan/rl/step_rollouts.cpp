@@ -6,6 +6,7 @@
 
 #include "titan/core/error.h"
 #include "titan/core/philox.h"
+#include "titan/rl/tools/tools.h"
 
 namespace titan::rl {
 
@@ -46,11 +47,13 @@ StepRollouts collect_step_rollouts(const models::Decoder& model, const data::Tok
     RolloutConfig rc = s.rollout;
     rc.sampling.seed = ec.seed;
     std::vector<TokenRollout> got;
+    const int64_t tool_ns0 = tool_time_ns();
     {
       infer::Engine engine(model, &tok, ec);
       got = rollouter.run(engine, samples, rc, policy_version);
     }
     out.gen_ms += ms_since(t0);
+    out.tools_ms += static_cast<double>(tool_time_ns() - tool_ns0) / 1e6;
     TITAN_CHECK(static_cast<int64_t>(got.size()) == want * G,
                 "collect_step_rollouts: the rollouter returned {} rollouts for {} samples x group_size {}",
                 got.size(), want, G);

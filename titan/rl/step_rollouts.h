@@ -45,6 +45,7 @@ struct StepRollouts {
   int64_t groups_generated = 0, groups_dropped = 0, rounds = 0;
   int64_t gen_tokens = 0;          // completion tokens generated (all turns, all rollouts)
   double gen_ms = 0, score_ms = 0;
+  double tools_ms = 0;             // wall time in tool calls (tools/tools.h) during generation; part of gen_ms
   int64_t policy_version = 0;      // of the weights that generated them
   int64_t samples_drawn = 0;       // dataset samples consumed
 };

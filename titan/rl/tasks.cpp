@@ -7,6 +7,7 @@
 #include "titan/rl/code_exec.h"
 #include "titan/rl/gsm8k.h"
 #include "titan/rl/json_config.h"
+#include "titan/rl/tool_use.h"
 
 namespace titan::rl {
 
@@ -130,12 +131,13 @@ TaskSpec code_task(const std::string& name, const json& config) {
 
 }  // namespace
 
-std::vector<std::string> task_names() { return {"alphabet_sort", "gsm8k", "humaneval", "mbpp"}; }
+std::vector<std::string> task_names() { return {"alphabet_sort", "gsm8k", "humaneval", "mbpp", "tool_use"}; }
 
 TaskSpec make_task(std::string_view name, const json& config) {
   if (name == "alphabet_sort") return alphabet_sort_task(config);
   if (name == "gsm8k") return gsm8k_task(config);
   if (name == "mbpp" || name == "humaneval") return code_task(std::string(name), config);
+  if (name == "tool_use") return make_tool_use_task(config);
   fail("make_task: unknown task '{}' (known: {})", name, fmt::join(task_names(), ", "));
 }
 

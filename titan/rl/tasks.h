@@ -25,6 +25,8 @@
 //   humaneval      path (default data/humaneval/HumanEval.jsonl), num_validation (default
 //                  32, seeded split with seed split_seed, default 0),
 //                  system_prompt + CodeExecConfig keys. Reward "tests_passed".
+//   tool_use       ToolUseConfig keys (tool_use.h). Rewards "exact_match" (weight 1) and,
+//                  with no_search_penalty > 0, "no_search" (weight -no_search_penalty).
 #pragma once
 #include <functional>
 #include <memory>
