@@ -5,6 +5,8 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#include <thread>
+#include <chrono>
 
 #include <climits>
 #include <cstdio>
@@ -128,6 +130,7 @@ bool mpi_initialized_now() {
 
 std::once_flag g_once;
 std::shared_ptr<ProcessGroup> g_world;
+MPI_Comm g_exit_comm = MPI_COMM_NULL;  // finish()'s meeting point, apart from the job's collectives
 
 void init_world() {
   if (!launched_by_mpi()) {
@@ -141,6 +144,7 @@ void init_world() {
               "rank {}: the MPI library gives thread level {}, MPI_THREAD_SERIALIZED needed", g_world_rank,
               provided);
   g_world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g_exit_comm), "MPI_Comm_dup");
   start_watchdog(g_world_rank);
   // A program that returns from main without finish() (tests) still finalizes.
   std::atexit([] {
@@ -171,8 +175,21 @@ int finish(int rc) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (rc != 0 && size > 1) {
     // A failing rank ends the whole job: the others may wait in a collective for it.
+    // Ranks that fail together (the same bad input seen by every rank) first meet, for
+    // at most 2 s, so that each has printed its error before the abort ends them.
     std::fflush(stdout);
     std::fflush(stderr);
+    if (g_exit_comm != MPI_COMM_NULL) {
+      MPI_Request req;
+      if (MPI_Ibarrier(g_exit_comm, &req) == MPI_SUCCESS) {
+        const auto t0 = std::chrono::steady_clock::now();
+        int done = 0;
+        while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+          MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+          if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
+    }
     MPI_Abort(MPI_COMM_WORLD, rc);
   }
   g_world.reset();
