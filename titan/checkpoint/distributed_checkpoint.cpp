@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 
@@ -426,7 +427,11 @@ struct DistributedCheckpointManager::Plan {
 struct DistributedCheckpointManager::Pending {
   std::string dir, file;
   int64_t step = 0;
-  TensorMap tensors;
+  std::vector<std::pair<std::string, Tensor>> sources;  // the live pieces this rank writes
+  TensorMap tensors;                                    // their snapshot
+  std::mutex mu;
+  std::condition_variable cv;
+  bool snapshot_done = false;
   std::string state_json;  // rank 0
   std::thread worker;
   std::atomic<bool> done{false};
@@ -435,13 +440,26 @@ struct DistributedCheckpointManager::Pending {
   double write_ms = 0;
   std::chrono::steady_clock::time_point t0;
 
-  void write(int rank) {
+  // copy: take a snapshot first (asynchronous saves); else write the live tensors.
+  void write(int rank, bool copy) {
     try {
-      if (!tensors.empty()) {
+      autograd::NoGradGuard ng;
+      for (auto& [k, t] : sources) tensors[k] = copy ? t.clone() : t;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    sources.clear();
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      snapshot_done = true;
+    }
+    cv.notify_all();
+    try {
+      if (error.empty() && !tensors.empty()) {
         save_safetensors(dir + "/" + file, tensors, {{"step", std::to_string(step)}, {"rank", std::to_string(rank)}});
         bytes = static_cast<int64_t>(fs::file_size(dir + "/" + file));
       }
-      if (!state_json.empty()) {
+      if (error.empty() && !state_json.empty()) {
         write_file_atomic(dir + "/state.json", state_json);
         state_bytes = static_cast<int64_t>(state_json.size());
       }
@@ -592,18 +610,15 @@ double DistributedCheckpointManager::save(const std::vector<ShardedTensor>& mode
                           {"shards", std::move(shards)}};
   }
 
-  // The snapshot: copies of the pieces this rank writes.
+  // The pieces this rank writes; the writer copies them first (the snapshot).
   auto p = std::make_unique<Pending>();
   p->dir = dir;
   p->file = shard_file(rank, W);
   p->step = state.step;
   p->t0 = t0;
-  {
-    autograd::NoGradGuard ng;
-    for (size_t i = 0; i < items.size(); ++i)
-      if (my_writer[i] == rank && items[i]->box.numel() > 0)
-        p->tensors[local[i]["key"].get<std::string>()] = items[i]->local.clone();
-  }
+  for (size_t i = 0; i < items.size(); ++i)
+    if (my_writer[i] == rank && items[i]->box.numel() > 0)
+      p->sources.emplace_back(local[i]["key"].get<std::string>(), items[i]->local);
   if (rank == 0) {
     json sj;
     sj["step"] = state.step;
@@ -614,13 +629,23 @@ double DistributedCheckpointManager::save(const std::vector<ShardedTensor>& mode
   pending_ = std::move(p);
   if (async_) {
     Pending* raw = pending_.get();
-    raw->worker = std::thread([raw, rank] { raw->write(rank); });
+    raw->worker = std::thread([raw, rank] { raw->write(rank, true); });
     return ms_since(t0);
   }
-  pending_->write(rank);
+  pending_->write(rank, false);
   commit();
   join_publisher();
   return ms_since(t0);
+}
+
+void DistributedCheckpointManager::wait_snapshot() {
+  if (single_) {
+    single_->wait_snapshot();
+    return;
+  }
+  if (!pending_) return;
+  std::unique_lock<std::mutex> lk(pending_->mu);
+  pending_->cv.wait(lk, [&] { return pending_->snapshot_done; });
 }
 
 double DistributedCheckpointManager::poll() {

@@ -27,8 +27,10 @@
 // single-rank layout of train_checkpoint.h (model.safetensors, optimizer.safetensors);
 // the reader below accepts both.
 //
-// Asynchronous saves: save() copies this rank's pieces (the snapshot) and returns; a
-// background thread writes the file. MPI collectives run on the main thread only
+// Asynchronous saves: save() hands this rank's pieces to a background thread and
+// returns; the thread copies them (the snapshot) and writes the file. The caller must
+// not change the pieces until wait_snapshot() returns: the trainer calls it right before
+// the optimizer's next update, so the copy overlaps the next forward and backward. MPI collectives run on the main thread only
 // (MPI_THREAD_SERIALIZED), so the "every rank is done" agreement is made by poll(),
 // which the trainer calls once per step: one 8-byte all-reduce while a write is in
 // flight; the step at which all ranks are done publishes the index (rank 0 writes it in
@@ -179,11 +181,14 @@ class DistributedCheckpointManager {
 
   // Saves step state.step: this rank's pieces of the model and optimizer. Returns the ms
   // this rank was blocked (finishing the previous write when it is still in flight, the
-  // snapshot; the whole write and the index when not async). Throws titan::Error on every
+  // exchange of the pieces' boxes; the whole write and the index when not async). Throws titan::Error on every
   // rank when any rank's write failed (naming it), or on disagreeing pieces (a global
   // shape that differs between ranks, pieces that do not tile a tensor).
   double save(const std::vector<ShardedTensor>& model, const std::vector<ShardedTensor>& optimizer,
               const TrainState& state);
+  // Blocks until the write in flight has copied its pieces (the tensors passed to save()
+  // may change after it). Local, not collective.
+  void wait_snapshot();
   // Publishes the write in flight once every rank finished it. Returns the ms spent.
   double poll();
   // Finishes and publishes the write in flight.

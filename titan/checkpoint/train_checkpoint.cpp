@@ -73,18 +73,41 @@ double CheckpointManager::save(const NamedTensorList& model, const NamedTensorLi
     write(model, optimizer, state);
     return ms_since(t0);
   }
-  auto m = snapshot(model);
-  auto o = snapshot(optimizer);
-  double blocked = ms_since(t0);
-  worker_ = std::thread([this, m = std::move(m), o = std::move(o), state] {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    snapshot_done_ = false;
+  }
+  worker_ = std::thread([this, model, optimizer, state] {
     try {
+      NamedTensorList m, o;
+      try {
+        m = snapshot(model);
+        o = snapshot(optimizer);
+      } catch (...) {
+        mark_snapshot_done();
+        throw;
+      }
+      mark_snapshot_done();
       write(m, o, state);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lk(mu_);
       error_ = e.what();
     }
   });
-  return blocked;
+  return ms_since(t0);
+}
+
+void CheckpointManager::mark_snapshot_done() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    snapshot_done_ = true;
+  }
+  snapshot_cv_.notify_all();
+}
+
+void CheckpointManager::wait_snapshot() {
+  std::unique_lock<std::mutex> lk(mu_);
+  snapshot_cv_.wait(lk, [&] { return snapshot_done_; });
 }
 
 void CheckpointManager::write(const NamedTensorList& model, const NamedTensorList& optimizer,

@@ -10,9 +10,12 @@
 // once MANIFEST.json exists and every file it lists has the listed size. So a crash
 // or kill -9 at any moment leaves the previous checkpoint loadable.
 //
-// Saving can be asynchronous (TorchTitan's async checkpointing): save() blocks only
-// while it copies a host snapshot of the tensors; a background thread writes. At most
-// one write is in flight: the next save() first waits for the previous one.
+// Saving can be asynchronous (TorchTitan's async checkpointing): save() hands the
+// tensors to a background thread, which copies a host snapshot of them and writes it.
+// The caller must not change the tensors until wait_snapshot() returns (the trainer
+// calls it before the optimizer's next update, so the copy overlaps the next forward and
+// backward). At most one write is in flight: the next save() first waits for the
+// previous one.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -49,12 +52,14 @@ class CheckpointManager {
   ~CheckpointManager();  // waits for an in-flight write
 
   // Saves a checkpoint for state.step. Returns the milliseconds the caller was blocked
-  // (snapshot copy, plus waiting for a previous write when one is still running; the
-  // whole write when not async). Throws titan::Error on I/O failure (sync mode) — in
+  // (waiting for a previous write when one is still running; the whole write when not
+  // async). Throws titan::Error on I/O failure (sync mode) — in
   // async mode a failure is reported by the next save()/wait().
   double save(const NamedTensorList& model, const NamedTensorList& optimizer, const TrainState& state);
   // Waits for the in-flight write; rethrows its error.
   void wait();
+  // Blocks until the in-flight write has taken its snapshot (returns at once when none).
+  void wait_snapshot();
   // The last completed write: its step (-1 if none) and duration in ms, read together.
   struct WriteRecord {
     int64_t step = -1;
@@ -79,6 +84,7 @@ class CheckpointManager {
  private:
   void write(const NamedTensorList& model, const NamedTensorList& optimizer, const TrainState& state);
   void prune();
+  void mark_snapshot_done();
 
   std::string folder_;
   int64_t keep_;
@@ -86,6 +92,8 @@ class CheckpointManager {
   std::thread worker_;
   std::string error_;
   mutable std::mutex mu_;
+  std::condition_variable snapshot_cv_;
+  bool snapshot_done_ = true;
   WriteRecord last_;
 };
 

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "titan/autograd/node.h"
+#include "titan/checkpoint/distributed_checkpoint.h"
 #include "titan/checkpoint/safetensors.h"
 #include "titan/checkpoint/train_checkpoint.h"
 #include "titan/config/resolve.h"
@@ -21,12 +22,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A `titan train` checkpoint: <dump>/<checkpoint.folder>/step-N/model.safetensors (titan
+// A `titan train` checkpoint: <dump>/<checkpoint.folder>/step-N/ (either layout, titan
 // names), the run's config.toml in <dump>. dir is a step-N folder or the folder of them
 // (the newest valid one is taken).
 infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
   std::string dir = dir_in;
-  if (!file_exists(dir + "/model.safetensors")) {
+  if (!file_exists(dir + "/MANIFEST.json")) {
     auto latest = CheckpointManager::latest(dir);
     TITAN_CHECK(latest.has_value(), "--checkpoint {}: neither a step-N checkpoint nor a folder holding one", dir);
     dir = *latest;
@@ -46,7 +47,10 @@ infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
   out.model = std::make_unique<models::Decoder>(train::model_config_from_job(job, out.tokenizer->vocab_size()));
   // The generator computes as the run trained (trainer/generator parity).
   out.model->set_compute_bf16(job.model.compute_dtype == config::ComputeDType::bf16);
-  TensorMap w = load_safetensors(dir + "/model.safetensors");
+  // Either layout (one rank's model.safetensors, or several ranks' shards + index).
+  const CheckpointIndex index(dir);
+  TensorMap w;
+  for (const auto& [name, e] : index.section("model")) w[name] = index.read_full("model", name);
   {
     autograd::NoGradGuard ng;
     for (auto& [name, p] : out.model->named_parameters()) {

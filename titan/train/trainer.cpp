@@ -372,6 +372,7 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     opt_->zero_grad();  // skipped: no update
     return loss;
   }
+  if (ckpt_->mgr) ckpt_->mgr->wait_snapshot();  // a save in flight copies the weights before they change
   sched_->apply(*opt_, step);
   opt_->step();
   model_->update_expert_bias();
