@@ -25,6 +25,9 @@ bool matches(const std::string& path, const std::string& pattern) {
 
 std::string why(const std::string& pattern, std::string_view command) {
   if (pattern == "metrics.save_tb_folder") return "metrics.enable_tensorboard is false";
+  if (pattern == "parallelism.enable_sequence_parallel" && command == "train")
+    return "sequence parallelism applies with parallelism.tensor_parallel_degree > 1 only";
+  if (pattern.rfind("parallelism.", 0) == 0) return "titan rl runs on one rank";
   if (command == "train") {
     if (pattern == "generator." || pattern == "rl.") return "it is read by titan rl (titan generate has its own options)";
   }
@@ -89,6 +92,7 @@ std::vector<std::string> unused_fields(const JobConfig& c, std::string_view comm
     if (!c.model.hf_config.empty())
       for (const std::string& f : kModelShape)
         if (f != "model.hf_config") out.push_back(f);
+    if (c.parallelism.tensor_parallel_degree == 1) out.push_back("parallelism.enable_sequence_parallel");
     return out;
   }
   if (command != "rl") return out;
@@ -97,7 +101,10 @@ std::vector<std::string> unused_fields(const JobConfig& c, std::string_view comm
          "training.activation_checkpoint", "training.host_cache_mb",
          "training.task",             "training.task_config",
          "validation.",               "checkpoint.export_hf",
-         "metrics.peak_flops"};
+         "metrics.peak_flops",
+         // The degrees are checked by require_single_rank; the other keys have no use.
+         "parallelism.enable_sequence_parallel", "parallelism.pipeline_parallel_schedule",
+         "parallelism.pipeline_parallel_microbatch_size", "parallelism.pipeline_parallel_layers_per_stage"};
   add_common(c, out);
   if (!c.rl.dynamic_sampling) out.push_back("rl.max_sampling_rounds");
   if (c.rl.kl_coef == 0.0) out.push_back("rl.ref_model");
