@@ -54,7 +54,9 @@ def run(model, d, grads):
             (logits * G[off:off + len(s)]).sum().backward()
             off += len(s)
             out.append(logits.detach().float().numpy())
-        save_file({n: p.grad.contiguous() for n, p in model.named_parameters() if p.grad is not None},
+        # An expert no token chose has no gradient: it is written as zeros.
+        save_file({n: (p.grad if p.grad is not None else torch.zeros_like(p)).contiguous()
+                   for n, p in model.named_parameters()},
                   os.path.join(d, "grads.safetensors"))
     else:
         with torch.no_grad():

@@ -101,10 +101,7 @@ std::vector<std::string> unused_fields(const JobConfig& c, std::string_view comm
          "training.activation_checkpoint", "training.host_cache_mb",
          "training.task",             "training.task_config",
          "validation.",               "checkpoint.export_hf",
-         "metrics.peak_flops",
-         // The degrees are checked by require_single_rank; the other keys have no use.
-         "parallelism.enable_sequence_parallel", "parallelism.pipeline_parallel_schedule",
-         "parallelism.pipeline_parallel_microbatch_size", "parallelism.pipeline_parallel_layers_per_stage"};
+         "metrics.peak_flops",        "parallelism."};
   add_common(c, out);
   if (!c.rl.dynamic_sampling) out.push_back("rl.max_sampling_rounds");
   if (c.rl.kl_coef == 0.0) out.push_back("rl.ref_model");
