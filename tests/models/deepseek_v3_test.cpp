@@ -383,11 +383,16 @@ TEST(DeepseekV3, BadConfigOnTheCommandLineExits2) {
   fs::remove_all(dir);
 }
 
-TEST(DeepseekV3, DenseDebugRecipeLossFallsAndGenerates) {
+// deepseek_v3_dense_debugmodel (MLA, dense feed-forwards) and deepseek_v3_debugmodel (MLA,
+// one dense layer, then sigmoid-routed MoE layers) on the shipped text.
+class DeepseekV3Recipe : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeepseekV3Recipe, LossFallsAndGenerates) {
+  const std::string recipe = GetParam();
   char tmpl[] = "/tmp/titan_dsv3_train_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir(tmpl);
-  const std::string cmd = "'" + test::titan_exe() + "' train --recipe deepseek_v3_dense_debugmodel --job.dump_folder='" +
+  const std::string cmd = "'" + test::titan_exe() + "' train --recipe " + recipe + " --job.dump_folder='" +
                           dir + "' --checkpoint.enable=true --validation.enabled=false > '" + dir + "/log.txt' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   // titan generate on the trained checkpoint: the engine's latent cache, greedy decode.
@@ -406,11 +411,13 @@ TEST(DeepseekV3, DenseDebugRecipeLossFallsAndGenerates) {
     if (j.is_object() && j.contains("loss")) loss.push_back(j["loss"].get<double>());
   }
   ASSERT_GE(loss.size(), 20u);
-  std::printf("deepseek_v3_dense_debugmodel: loss %.4f -> %.4f over %zu steps\n", loss.front(), loss.back(),
-              loss.size());
+  std::printf("%s: loss %.4f -> %.4f over %zu steps\n", recipe.c_str(), loss.front(), loss.back(), loss.size());
   EXPECT_LT(loss.back(), loss.front() - 1.0);
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Recipes, DeepseekV3Recipe,
+                         ::testing::Values("deepseek_v3_dense_debugmodel", "deepseek_v3_debugmodel"));
 
 }  // namespace
 }  // namespace titan::models
