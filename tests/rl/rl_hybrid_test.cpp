@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/rl/rl_test_util.h"
 #include "titan/config/job_config.h"
 #include "titan/rl/controller.h"
 #include "titan/rl/tasks.h"
@@ -71,29 +72,9 @@ config::JobConfig hybrid_job(const fs::path& dump) {
   return c;
 }
 
-double lower_share(const Rollout& r) {
-  if (r.completions.empty() || r.completions[0].empty()) return 0.0;
-  const std::string& s = r.completions[0];
-  return static_cast<double>(std::count_if(s.begin(), s.end(), [](char ch) { return std::islower(static_cast<unsigned char>(ch)); })) /
-         static_cast<double>(s.size());
-}
-
-TaskSpec smooth_task(const config::JobConfig& c) {
-  TaskSpec t = make_task("alphabet_sort", json::parse(c.rl.env_config));
-  t.rubric = Rubric({{"lower_share", 1.0, lower_share}});
-  return t;
-}
-
-std::vector<json> step_rows(const fs::path& dump) {
-  std::vector<json> rows;
-  std::ifstream in(dump / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) {
-      json r = json::parse(line);
-      if (r["step"].get<int64_t>() > 0) rows.push_back(std::move(r));
-    }
-  return rows;
-}
+using test_util::lower_share;
+using test_util::smooth_task;
+using test_util::step_rows;
 
 TEST(RLHybrid, LogprobDiffIsExactlyZeroEveryStep) {
   const fs::path dump = fresh_dir("parity");
