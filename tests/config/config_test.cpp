@@ -385,7 +385,8 @@ TEST(Config, TomlNonAsciiOutsideStrings) {
   tc::JobConfig c;
   const std::string bad[] = {"nГ = 1\n", "[training]\nsteps = 3 Г\n", "[trainingÀ]\n", "job.description = \"x\" é\n",
                              "job.description = \"\"\"a \\\n  Гb\"\"\"\n",
-                             "job.description = \"\"\"a \\Гb\"\"\"\n", "job.description = \"\"\"a \\  Гb\"\"\"\n"};
+                             "job.description = \"\"\"a \\Гb\"\"\"\n", "job.description = \"\"\"a \\  Гb\"\"\"\n",
+                             "[training]\nsteps = 0'Capplie:\\raé\n", "[training]\nsteps = 3\"é\"\n"};
   for (const std::string& text : bad) {
     const std::string e = error_of([&] { tc::apply_toml_text(c, text, "t.toml"); });
     EXPECT_NE(e.find("t.toml:"), std::string::npos) << text << " -> " << e;

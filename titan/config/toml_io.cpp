@@ -188,6 +188,12 @@ std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view
   enum State { normal, comment, basic, literal, ml_basic, ml_literal } st = normal;
   size_t line = 1, line_start = 0;
   bool after_line_backslash = false;  // inside ml_basic, skipping whitespace after "\<newline>"
+  // The last character outside strings and comments other than space, tab and CR
+  // ('\n' at a line start). A quote opens a string only where TOML lets one begin: at
+  // a line start or after = [ , { or a dot. Elsewhere it is part of a bad token (`t=0'x`)
+  // that toml++ scans up to a value terminator, asking whether each character is
+  // whitespace, so a non-ASCII character there is refused too.
+  char last = '\n';
   auto run = [&](size_t i, char q) {  // length of a run of quote q at i (up to 5)
     size_t k = 0;
     while (i + k < t.size() && t[i + k] == q && k < 5) ++k;
@@ -199,13 +205,19 @@ std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view
       ++line;
       line_start = i + 1;
       if (st == comment || st == basic || st == literal) st = normal;
+      if (st == normal) last = '\n';
       continue;
     }
     if (c >= 0x80 && (st == normal || (st == ml_basic && after_line_backslash))) return {line, i - line_start + 1};
     switch (st) {
-      case normal:
+      case normal: {
+        const bool string_may_open = last == '\n' || last == '=' || last == '[' || last == ',' || last == '{' ||
+                                     last == '.';
+        if (c != ' ' && c != '\t' && c != '\r') last = static_cast<char>(c);
         if (c == '#') st = comment;
-        else if (c == '"') {
+        else if ((c == '"' || c == '\'') && !string_may_open) {
+          // not a string: stays a character of the token
+        } else if (c == '"') {
           const size_t k = run(i, '"');
           st = k >= 3 ? ml_basic : basic;
           i += (k >= 3 ? 3 : 1) - 1;
@@ -217,6 +229,7 @@ std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view
           if (k == 2) st = normal, ++i;
         }
         break;
+      }
       case comment: break;
       case basic:
         if (c == '\\') ++i;
