@@ -61,7 +61,7 @@ class BoundedSax final : public nlohmann::json_sax<json> {
       }
       saw_root_ = true;
       ++depth_;
-      stack_.push_back(&root_);  // a placeholder: nothing is inserted into it
+      stack_.push_back(&root_);  // the root object's frame (members are streamed, not stored)
       keys_.emplace_back();
       return true;
     }

@@ -204,7 +204,7 @@ void Trainer::build() {
               mcfg.load_balance_coeff, world->size());
   if (sharded) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
-                "optimizer.name=muon with a data-parallel degree of {} is not implemented (Muon orthogonalises "
+                "optimizer.name=muon with a data-parallel degree of {} is not supported (Muon orthogonalises "
                 "whole matrices; FSDP holds row shards)",
                 mesh_->dp_size());
   }
