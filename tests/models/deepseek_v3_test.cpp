@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/models/oracle_util.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
 #include "titan/autograd/node.h"
@@ -49,20 +50,9 @@ std::string run_py(const std::string& args) {
   return out;
 }
 
-std::vector<float> read_floats(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  float x;
-  while (f.read(reinterpret_cast<char*>(&x), 4)) v.push_back(x);
-  return v;
-}
+using test::read_floats;
 
-std::vector<std::vector<int32_t>> sequences() {
-  std::vector<std::vector<int32_t>> s(2);
-  for (int i = 0; i < 70; ++i) s[0].push_back((i * 37 + 5) % 128);
-  for (int i = 0; i < 9; ++i) s[1].push_back((i * 11 + 3) % 128);
-  return s;
-}
+std::vector<std::vector<int32_t>> sequences() { return test::oracle_sequences(); }
 
 // max |a - b| / max |b|.
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {

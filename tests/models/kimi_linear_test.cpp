@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/models/oracle_util.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
 #include "titan/autograd/node.h"
@@ -29,13 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> read_floats(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  float x;
-  while (f.read(reinterpret_cast<char*>(&x), 4)) v.push_back(x);
-  return v;
-}
+using test::read_floats;
 
 TEST(KimiLinear, KdaLayerMatchesTransformers) {
   char tmpl[] = "/tmp/titan_kda_XXXXXX";

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/models/oracle_util.h"
 #include "tests/util/venv_python.h"
 #include "titan/autograd/node.h"
 #include "titan/core/thread_pool.h"
@@ -28,13 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<float> read_floats(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  float x;
-  while (f.read(reinterpret_cast<char*>(&x), 4)) v.push_back(x);
-  return v;
-}
+using test::read_floats;
 void write_floats(const fs::path& p, const std::vector<float>& v) {
   std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), v.size() * 4);
 }

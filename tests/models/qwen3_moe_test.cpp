@@ -17,6 +17,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/models/oracle_util.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
 #include "titan/autograd/node.h"
@@ -39,13 +40,7 @@ void run_py(const std::string& args) {
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
-std::vector<float> read_floats(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  float x;
-  while (f.read(reinterpret_cast<char*>(&x), 4)) v.push_back(x);
-  return v;
-}
+using test::read_floats;
 
 // max |a - b| / max |b|; max |a| when b is all zeros (an expert no token chose).
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
