@@ -145,6 +145,26 @@ TEST(Sharded, BadInputErrors) {
   EXPECT_EQ(load_safetensors_checkpoint(d / "c").size(), model_tensors().size());
 }
 
+// metadata.total_size is a hint: a float in range is kept (truncated); a value that no
+// uint64 holds (1e114, found by the safetensors fuzz target, where the conversion was
+// undefined behaviour), a negative one or a string reads as absent, and the index still loads.
+TEST(Sharded, TotalSizeOutOfRangeReadsAsAbsent) {
+  TempDir d;
+  save_sharded_safetensors(d / "c", model_tensors(), 1000);
+  const std::string idx_path = d / "c/model.safetensors.index.json";
+  json j = json::parse(read_file(idx_path));
+  const std::vector<std::pair<std::string, uint64_t>> cases = {
+      {"1e114", 0}, {"-5", 0}, {"-1.5", 0}, {"1.8446744073709552e19", 0}, {"\"12\"", 0},
+      {"4096.75", 4096}, {"18446744073709551615", 18446744073709551615ull}};
+  for (const auto& [text, want] : cases) {
+    json k = j;
+    k["metadata"]["total_size"] = json::parse(text);
+    write_raw(idx_path, k.dump());
+    EXPECT_EQ(read_safetensors_index(idx_path).total_size, want) << text;
+    EXPECT_EQ(load_safetensors_checkpoint(d / "c").size(), model_tensors().size()) << text;
+  }
+}
+
 TEST(Sharded, FailedSaveKeepsPreviousCheckpoint) {
   TempDir d;
   const TensorMap in = model_tensors();

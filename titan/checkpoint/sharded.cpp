@@ -63,9 +63,15 @@ SafetensorsIndex read_safetensors_index(const std::string& index_path) {
   SafetensorsIndex idx;
   if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size")) {
     const json& ts = j["metadata"]["total_size"];
-    // Some writers store it as a float or a string; accept any non-negative number.
-    if (ts.is_number_unsigned()) idx.total_size = ts.get<uint64_t>();
-    else if (ts.is_number() && ts.get<double>() >= 0) idx.total_size = static_cast<uint64_t>(ts.get<double>());
+    // Some writers store it as a float or a string. It is a size hint, never used to
+    // read tensors: an unsigned integer, or a float in [0, 2^64), is kept (the float
+    // truncated); anything else (negative, out of range, NaN, a string) reads as absent.
+    if (ts.is_number_unsigned()) {
+      idx.total_size = ts.get<uint64_t>();
+    } else if (ts.is_number_float()) {
+      const double v = ts.get<double>();
+      if (v >= 0.0 && v < 18446744073709551616.0) idx.total_size = static_cast<uint64_t>(v);
+    }
   }
   if (!j.contains("weight_map") || !j["weight_map"].is_object())
     fail("{}: missing \"weight_map\" object {{tensor name: shard file}}", where);
