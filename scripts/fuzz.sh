@@ -15,6 +15,11 @@ cd "$(dirname "$0")/.."
 BUILD=${FUZZ_BUILD:-build-fuzz}
 SECONDS_PER=${FUZZ_SECONDS:-600}
 SEED=${FUZZ_SEED:-1}
+# FUZZ_RUNS=N: stop a target after N executions (FUZZ_SECONDS stays the time cap). With
+# the fixed seed this tries a fixed prefix of inputs whatever the machine's speed, e.g.
+# a few times the executions CI's 60 s reach, on a loaded machine.
+RUNS_ARG=()
+[ -n "${FUZZ_RUNS:-}" ] && RUNS_ARG=(-runs="$FUZZ_RUNS")
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for f in tests/fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" _fuzz.cpp)"); done
@@ -32,7 +37,7 @@ for t in "${targets[@]}"; do
   # -rss_limit_mb: the inputs are small; 2 GB catches runaway allocations.
   # -max_len: large enough for the tokenizer.json seed (40 kB).
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-    nice "$exe" "$corpus" tests/fuzz/corpus/"$t" -max_total_time="$SECONDS_PER" -seed="$SEED" -rss_limit_mb=2048 \
+    nice "$exe" "$corpus" tests/fuzz/corpus/"$t" -max_total_time="$SECONDS_PER" "${RUNS_ARG[@]}" -seed="$SEED" -rss_limit_mb=2048 \
       -max_len=65536 -timeout=30 -artifact_prefix="$art/" -print_final_stats=1 > "$log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
