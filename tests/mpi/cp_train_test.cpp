@@ -1,6 +1,6 @@
 // Context parallelism in `titan train` under mpirun against one process (ctest label
 // mpi): the debugmodel (heads 4, kv heads 2) on sequences of 128 tokens (4 KV blocks of
-// 32) for 6 steps, global batch 4 in microbatches of 2 rows, the same seeds. CP 2 on 2
+// 32) for 4 steps, global batch 4 in microbatches of 2 rows, the same seeds. CP 2 on 2
 // ranks and CP 2 × FSDP 2 on 4 ranks.
 //
 // Where the equalities come from (context_parallel.h): each cp rank runs the per-token
@@ -11,8 +11,9 @@
 // training and the step-1 loss (a sum of every token's loss, in token order) are
 // compared by memcmp. The gradients are not: a key's dK / dV and every weight gradient
 // is summed per cp rank and then over ranks, in another order than one rank's sums, so
-// the later losses and every grad norm are within 1e-5 relative — and bitwise equal run
-// to run (the sums over ranks are in rank order).
+// the later losses and every grad norm are within 1e-5 relative, the final weights differ
+// from one rank's — and everything is bitwise equal run to run (the sums over ranks are
+// in rank order).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,17 +25,17 @@ using namespace titan::test;
 
 namespace {
 
-constexpr size_t kSteps = 6;
+constexpr size_t kSteps = 4;
 
 std::vector<std::string> train_args(const std::string& dump, const std::vector<std::string>& extra) {
   std::vector<std::string> a = {"train",
                                 "--recipe",
                                 "debugmodel",
                                 "--training.seq_len=128",
-                                "--training.steps=6",
+                                "--training.steps=4",
                                 "--training.local_batch_size=2",
                                 "--training.global_batch_size=4",
-                                "--validation.freq=3",
+                                "--validation.freq=2",
                                 "--checkpoint.export_hf=true",
                                 "--job.dump_folder=" + dump};
   a.insert(a.end(), extra.begin(), extra.end());
@@ -82,20 +83,17 @@ void expect_forward_bitwise_and_close(int np, const std::string& name, const std
   EXPECT_TRUE(same_bits(a.val_loss[0], one.val_loss[0]))
       << name << ": validation loss before training " << a.val_loss[0] << " vs " << one.val_loss[0];
   EXPECT_TRUE(same_bits(a.loss[0], one.loss[0])) << name << ": step-1 loss " << a.loss[0] << " vs " << one.loss[0];
-  // The gradients and what follows them: within 1e-5 relative, not the same bits.
+  // The gradients and what follows them: within 1e-5 relative.
   double worst = 0;
-  bool later_same_bits = true;
   for (size_t i = 0; i < kSteps; ++i) {
     const double rl = std::fabs(a.loss[i] - one.loss[i]) / one.loss[i];
     const double rg = std::fabs(a.grad_norm[i] - one.grad_norm[i]) / one.grad_norm[i];
     EXPECT_LE(rl, 1e-5) << name << " loss, step " << i + 1;
     EXPECT_LE(rg, 1e-5) << name << " grad_norm, step " << i + 1;
     worst = std::max({worst, rl, rg});
-    if (i > 0) later_same_bits = later_same_bits && same_bits(a.loss[i], one.loss[i]);
   }
   for (size_t i = 0; i < one.val_loss.size(); ++i)
     EXPECT_LE(std::fabs(a.val_loss[i] - one.val_loss[i]) / one.val_loss[i], 1e-5) << name << " val_loss " << i;
-  EXPECT_FALSE(later_same_bits) << name << ": every later loss has the 1-rank bits (is CP running?)";
   std::printf("%s: forward bitwise; losses and grad norms within %.3g relative of 1 rank\n", name.c_str(), worst);
   // Run to run: the same bits.
   ASSERT_EQ(b.loss.size(), kSteps) << name;
@@ -106,6 +104,9 @@ void expect_forward_bitwise_and_close(int np, const std::string& name, const std
   ASSERT_FALSE(a.weights.empty()) << name;
   EXPECT_EQ(a.weights.size(), one.weights.size()) << name << ": the export is not the full model";
   EXPECT_TRUE(a.weights == b.weights) << name << ": final weights differ run to run";
+  // Not the 1-rank bits after the updates (the gradients' sums are in another order);
+  // the f32 losses, rounded from slightly different weights, often are.
+  EXPECT_FALSE(a.weights == one.weights) << name << ": the final weights have the 1-rank bits (is CP running?)";
 }
 
 }  // namespace
