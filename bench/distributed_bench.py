@@ -37,7 +37,9 @@ BLOCK_PARAMS = D * H * DH * 2 + D * HKV * DH * 2 + 3 * D * F + 2 * D
 ROOT_PARAMS = V * D + D  # tied embedding + final norm
 PARAMS = L * BLOCK_PARAMS + ROOT_PARAMS
 
-# name: (ranks, dp_shard, tp, extra)
+LONG = ["--training.seq_len=2048", "--training.local_batch_size=2", "--training.global_batch_size=2"]
+
+# name: (ranks, dp_shard, tp, extra; extra comes last and overrides)
 LAYOUTS = {
     "1rank": (0, 1, 1, []),
     "fsdp2": (2, 2, 1, []),
@@ -46,6 +48,10 @@ LAYOUTS = {
     "fsdp4": (4, 4, 1, []),
     "tp4_sp": (4, 1, 4, ["--parallelism.enable_sequence_parallel=true"]),
     "fsdp2_tp2_sp": (4, 2, 2, ["--parallelism.enable_sequence_parallel=true"]),
+    # Context parallelism at a long sequence: 2 rows of 2048 tokens per step, 1 rank
+    # against the sequence split over 2 cp ranks (FSDP over the 2 cp ranks).
+    "1rank_s2k": (0, 1, 1, LONG),
+    "cp2_s2k": (2, 1, 1, LONG + ["--parallelism.context_parallel_degree=2"]),
 }
 
 
@@ -119,7 +125,7 @@ def main():
         np_, S, T, _ = LAYOUTS[name]
         tps, step_ms = med(rows, "tokens_per_s", warmup), med(rows, "step_ms", warmup)
         rss, base = med(rows, "rss_mb", warmup), med(rows, "mem_base_mb", warmup)
-        if name == "1rank":
+        if name.startswith("1rank"):
             base1 = base
         comm_ms, comm_b = med(rows, "comm_ms", warmup), med(rows, "comm_bytes", warmup)
         fsdp_b = med(rows, "fsdp_all_gather_bytes", warmup) + med(rows, "fsdp_reduce_bytes", warmup)

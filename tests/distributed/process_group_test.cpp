@@ -393,4 +393,13 @@ TEST(ParallelDims, BadLayoutsAreOneLineErrors) {
   td::MeshShape tp;  // tensor parallelism is implemented (tensor_parallel_test.cpp): not refused
   tp.tp = 2;
   EXPECT_NO_THROW(td::refuse_unimplemented(tp));
+  td::MeshShape cp;  // context parallelism with FSDP is implemented (tests/mpi/cp_train_test.cpp)
+  cp.cp = 2;
+  cp.dp_shard = 2;
+  EXPECT_NO_THROW(td::refuse_unimplemented(cp));
+  cp.tp = 2;
+  EXPECT_EQ(error_of([&] { td::refuse_unimplemented(cp); }),
+            "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2 / "
+            "pipeline_parallel_degree=1: context parallelism together with tensor or pipeline parallelism is not "
+            "supported (it composes with FSDP/HSDP)");
 }

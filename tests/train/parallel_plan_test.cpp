@@ -101,6 +101,13 @@ TEST(ParallelPlan, PublishedModelsAnd512RankLayouts) {
   // PP: a middle stage receives activations and gradients, m·D·4 each, per microbatch.
   EXPECT_NEAR(r.stages[1].pp_gb, 2.0 * 8192 * D * 4 * 16 / 1e9, 1e-9);
   EXPECT_EQ(r.stages[0].pp_gb * 2, r.stages[1].pp_gb);
+  EXPECT_EQ(r.stages[1].cp_gb, 0.0);
+  // CP 2 (the sequence halves): K and V (8 kv heads of 128 dims, 1 per tp rank) of the
+  // m = 4096 local tokens all-gathered forward, dK and dV reduce-scattered backward:
+  // 4·(2 − 1)·m·1024/8·4 bytes per layer and microbatch.
+  l.cp = 2;
+  const PlanResult c = plan_layout(llama3_405b(), l);
+  EXPECT_NEAR(c.stages[1].cp_gb, 4.0 * 1 * 4096 * 1024 / 8 * 4 * 16 * 16 / 1e9, 1e-9);
 }
 
 TEST(ParallelPlan, BadLayoutsAreRefused) {
@@ -114,4 +121,8 @@ TEST(ParallelPlan, BadLayoutsAreRefused) {
   l.pp = 1;
   l.dp_shard = 3;
   EXPECT_THROW(plan_layout(deepseek_v3_671b(), l), Error);  // 8 sequences over 3 dp ranks
+  l.dp_shard = 1;
+  l.cp = 2;
+  l.seq = 4098;
+  EXPECT_THROW(plan_layout(deepseek_v3_671b(), l), Error);  // not 4 chunks of whole tokens
 }

@@ -44,8 +44,8 @@ DeviceMesh::DeviceMesh(std::shared_ptr<ProcessGroup> world, const MeshShape& sha
                   world_->size(),
               "device mesh {}: the product of the degrees is {}, but the world has {} ranks", shape_.str(),
               int64_t{shape_.pp} * shape_.dp_replicate * shape_.dp_shard * shape_.cp * shape_.tp, world_->size());
-  TITAN_CHECK(shape_.ep >= 1 && shape_.ep % shape_.cp == 0 && (shape_.dp_shard * shape_.cp) % shape_.ep == 0,
-              "device mesh {}: ep must be a multiple of cp and divide dp_shard × cp = {}", shape_.str(),
+  TITAN_CHECK(shape_.ep == 1 || (shape_.ep > 1 && shape_.ep % shape_.cp == 0 && (shape_.dp_shard * shape_.cp) % shape_.ep == 0),
+              "device mesh {}: ep must be 1 (none) or a multiple of cp that divides dp_shard × cp = {}", shape_.str(),
               shape_.dp_shard * shape_.cp);
   // Coordinates of this rank, tp fastest.
   int r = world_->rank();

@@ -80,7 +80,9 @@ class FullyShard::Hook final : public nn::ForwardHook {
 FullyShard::FullyShard(nn::Module& root, const DeviceMesh& mesh,
                        const std::vector<std::pair<std::string, const nn::Module*>>& blocks,
                        const std::function<bool(const std::string&)>& include)
-    : mesh_(mesh), shard_group_(mesh.group(MeshDim::dp_shard)), dp_group_(mesh.dp()) {
+    : mesh_(mesh),
+      shard_group_(mesh.group({MeshDim::dp_shard, MeshDim::cp})),
+      dp_group_(mesh.group({MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp})) {
   units_.push_back(std::make_unique<Unit>());
   for (const auto& [prefix, m] : blocks) {
     auto u = std::make_unique<Unit>();
@@ -126,6 +128,8 @@ FullyShard::~FullyShard() {
 
 DTensor FullyShard::sharded_parameter(size_t i) const {
   const Param& p = *params_.at(i);
+  TITAN_CHECK(mesh_.size(MeshDim::cp) == 1,
+              "fully_shard: a shard over dp_shard × cp (context parallelism) has no DTensor placement yet");
   return DTensor(p.shard.detach(), p.full.shape(), mesh_, {MeshDim::dp_shard}, {Placement::Shard(0)});
 }
 

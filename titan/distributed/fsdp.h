@@ -1,7 +1,8 @@
 // FullyShard: FSDP (dp_shard) and HSDP (dp_replicate × dp_shard) on the parameters of
 // any nn::Module (TorchTitan's fully_shard per transformer block, FSDP2's semantics):
 //
-//  - every parameter is sharded on dim 0 over the dp_shard group as torch.chunk does
+//  - every parameter is sharded on dim 0 over the dp_shard group (dp_shard × cp with
+//    context parallelism, TorchTitan's fold of cp into FSDP) as torch.chunk does
 //    (shard_range in dtensor.h; a DTensor with placement Shard(0)); the optimizer sees
 //    only the shards, so gradients and optimizer state are sharded too;
 //  - parameters are grouped in units: one per block module given (e.g. "layers.3",
@@ -12,8 +13,8 @@
 //    later blocks whose backward is done. The root unit is gathered by unshard_root()
 //    before the step's forward and stays until reduce_gradients();
 //  - reduce_gradients(), after each microbatch's backward, reduces each full gradient
-//    to this rank's rows over the whole dp group (dp_replicate × dp_shard) and adds it
-//    to the shard's gradient.
+//    to this rank's rows over the whole dp group (dp_replicate × dp_shard, × cp with
+//    context parallelism) and adds it to the shard's gradient.
 //
 // Bits. Microbatch j of a step is processed by dp rank j mod dp (the trainer's
 // assignment), and each shard's gradient is
@@ -64,7 +65,7 @@ class FullyShard {
   // (name, shard) for the optimizer, in root.named_parameters() order: contiguous f32
   // leaves requiring grad, rows shard_range(dim0, dp_shard, coord(dp_shard)).
   const std::vector<std::pair<std::string, Tensor>>& shards() const { return shards_; }
-  // Each shard as a DTensor (placement Shard(0) over dp_shard).
+  // Each shard as a DTensor (placement Shard(0) over dp_shard). Throws with cp > 1.
   DTensor sharded_parameter(size_t i) const;
 
   // Gathers the root unit (before each forward of the step's microbatches).

@@ -59,8 +59,11 @@ void refuse_unimplemented(const MeshShape& s) {
               "parallelism.tensor_parallel_degree={} with parallelism.pipeline_parallel_degree={}: tensor "
               "parallelism inside pipeline stages is not supported (use one of them, each composes with FSDP/HSDP)",
               s.tp, s.pp);
-  TITAN_CHECK(s.cp == 1, "parallelism.context_parallel_degree={}: context parallelism is not supported by titan train; use "
-              "data, tensor or pipeline parallelism", s.cp);
+  TITAN_CHECK(s.cp == 1 || (s.tp == 1 && s.pp == 1),
+              "parallelism.context_parallel_degree={} with parallelism.tensor_parallel_degree={} / "
+              "pipeline_parallel_degree={}: context parallelism together with tensor or pipeline parallelism is not "
+              "supported (it composes with FSDP/HSDP)",
+              s.cp, s.tp, s.pp);
 }
 
 void require_single_rank(const config::JobConfig& job, int world_size, const char* command) {

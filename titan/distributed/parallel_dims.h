@@ -25,7 +25,8 @@ struct ModelDims {
 MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, const ModelDims& model);
 
 // Refuses, with a one-line titan::Error, the degrees `titan train` does not implement
-// (context parallelism, and tensor parallelism inside pipeline stages), so that no
+// (tensor parallelism inside pipeline stages, and context parallelism with tensor or
+// pipeline parallelism), so that no
 // degree is accepted and then ignored.
 void refuse_unimplemented(const MeshShape& shape);
 

@@ -134,7 +134,9 @@ PlanResult plan_layout(const PlanModel& m, const PlanLayout& l) {
   TITAN_CHECK(l.ep == 1 || (m.experts > 0 && m.experts % l.ep == 0), "plan: ep={} does not divide the {} experts of {}",
               l.ep, m.experts, m.name);
   TITAN_CHECK(l.pp <= m.layers, "plan: {} pipeline stages is more than the {} layers of {}", l.pp, m.layers, m.name);
-  TITAN_CHECK(l.seq > 0 && l.seq % l.cp == 0, "plan: seq={} must be a positive multiple of cp={}", l.seq, l.cp);
+  TITAN_CHECK(l.seq > 0 && l.seq % (2 * l.cp) == 0,
+              "plan: seq={} must be a positive multiple of 2 × cp={} (each cp rank takes one head and one tail chunk)",
+              l.seq, l.cp);
   const int64_t dp = static_cast<int64_t>(l.dp_replicate) * l.dp_shard;
   TITAN_CHECK(l.microbatch >= 1 && l.global_batch > 0 && l.global_batch % (dp * l.microbatch) == 0,
               "plan: global_batch={} must be a positive multiple of dp ({}) × microbatch ({})", l.global_batch, dp,
@@ -191,6 +193,9 @@ PlanResult plan_layout(const PlanModel& m, const PlanLayout& l) {
     st.fsdp_gb = fsdp_bytes * mb / GB;
     if (l.tp > 1) st.tp_gb = 8.0 * (l.tp - 1) / l.tp * tokens * D * f32 * static_cast<double>(st.layers) * mb / GB;
     if (l.pp > 1) st.pp_gb = ((s > 0) + (s < l.pp - 1)) * tokens * D * f32 * mb / GB;
+    if (l.cp > 1)  // K and V all-gathered forward, dK and dV reduce-scattered backward (context_parallel.h)
+      st.cp_gb = 4.0 * (l.cp - 1) * tokens * static_cast<double>(m.kv_heads * m.head_dim) / l.tp * f32 *
+                 static_cast<double>(st.layers) * mb / GB;
     if (l.ep > 1)
       st.ep_gb = 4.0 * (l.ep - 1) / l.ep * tokens * static_cast<double>(m.top_k) * D * f32 *
                  static_cast<double>(moe_layers) * mb / GB;
@@ -209,16 +214,16 @@ std::string plan_report(const PlanResult& r) {
       r.microbatches);
   out +=
       "| stage | layers | params / rank | weights | grads | AdamW | checkpoint | FSDP gathered | activations (no AC / "
-      "full AC) | total (no AC) | FSDP recv | TP recv | PP recv | EP recv | recv / step |\n";
-  out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "full AC) | total (no AC) | FSDP recv | TP recv | CP recv | PP recv | EP recv | recv / step |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const PlanStage& s : r.stages) {
     const double total = s.param_gb + s.grad_gb + s.optim_gb + s.gathered_gb + s.act_gb;
     out += fmt::format(
         "| {} | {} | {:.2f}B | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} / {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
-        "{:.2f} | {:.1f} | {:.1f} |\n",
+        "{:.1f} | {:.2f} | {:.1f} | {:.1f} |\n",
         s.stage, s.layers, static_cast<double>(s.params_local) / 1e9, s.param_gb, s.grad_gb, s.optim_gb, s.checkpoint_gb,
-        s.gathered_gb, s.act_gb, s.act_full_ac_gb, total, s.fsdp_gb, s.tp_gb, s.pp_gb, s.ep_gb,
-        s.fsdp_gb + s.tp_gb + s.pp_gb + s.ep_gb);
+        s.gathered_gb, s.act_gb, s.act_full_ac_gb, total, s.fsdp_gb, s.tp_gb, s.cp_gb, s.pp_gb, s.ep_gb,
+        s.fsdp_gb + s.tp_gb + s.cp_gb + s.pp_gb + s.ep_gb);
   }
   return out;
 }

@@ -21,6 +21,8 @@
 //          B = the unit's bytes after TP / EP;
 //   TP+SP  per layer and microbatch: 2 all-gathers + 2 reduce-scatters of the m·D
 //          activations forward, the same backward: 8·(T−1)/T·m·D·4;
+//   CP     per layer and microbatch: K and V all-gathered forward, dK and dV
+//          reduce-scattered backward (context_parallel.h): 4·(C−1)·m·Hkv·Dh/T·4;
 //   PP     per microbatch: the stage's input activations and output gradients, m·D·4 each;
 //   EP     per MoE layer and microbatch: dispatch + combine, forward and backward,
 //          4·(E−1)/E·m·K·D·4 (K experts per token).
@@ -80,7 +82,7 @@ struct PlanStage {
   int64_t layers = 0, params_local = 0;                // elements on one rank of this stage
   double param_gb = 0, grad_gb = 0, optim_gb = 0, checkpoint_gb = 0, gathered_gb = 0;
   double act_gb = 0, act_full_ac_gb = 0;               // activations in flight
-  double fsdp_gb = 0, tp_gb = 0, pp_gb = 0, ep_gb = 0;  // received per step
+  double fsdp_gb = 0, tp_gb = 0, cp_gb = 0, pp_gb = 0, ep_gb = 0;  // received per step
 };
 struct PlanResult {
   PlanModel model;

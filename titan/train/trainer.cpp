@@ -21,6 +21,7 @@
 #include "titan/core/memory_stats.h"
 #include "titan/core/philox.h"
 #include "titan/data/token_cache.h"
+#include "titan/distributed/context_parallel.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/parallel_dims.h"
 #include "titan/distributed/tensor_parallel.h"
@@ -29,6 +30,7 @@
 #include "titan/models/family.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
+#include "titan/ops/reduce.h"
 #include "titan/optim/grad_clip.h"
 #include "titan/train/document_sources.h"
 #include "titan/train/metrics.h"
@@ -192,16 +194,33 @@ void Trainer::build() {
   distributed::refuse_unimplemented(shape);
   distributed::TensorParallel::check_model(mcfg, shape.tp, job_.parallelism.enable_sequence_parallel,
                                            job_.training.seq_len);
+  distributed::ContextParallel::check_model(mcfg, shape.cp);
   distributed::PipelinePlan pplan =
       distributed::plan_pipeline(job_, shape.pp, mcfg.num_hidden_layers, mcfg.tie_word_embeddings);
   loader_rows_ = shape.pp > 1 ? pplan.microbatch_size : job_.training.local_batch_size;
   mesh_ = std::make_unique<distributed::DeviceMesh>(world, shape);
   rank0_ = world->rank() == 0;
-  const bool sharded = mesh_->dp_size() > 1;
+  // Context parallelism folds cp into FSDP (parameters sharded over dp_shard × cp).
+  const bool sharded = mesh_->dp_size() > 1 || shape.cp > 1;
   TITAN_CHECK(mcfg.load_balance_coeff == 0.0 || world->size() == 1,
               "load_balance_coeff = {} on {} ranks is not supported: each rank would update the routers' expert "
               "bias from its own expert loads, and the copies would drift apart",
               mcfg.load_balance_coeff, world->size());
+  if (shape.cp > 1) {
+    TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
+                "optimizer.name=muon with parallelism.context_parallel_degree={} is not supported (Muon "
+                "orthogonalises whole matrices; FSDP over dp_shard × cp holds row shards)",
+                shape.cp);
+    TITAN_CHECK(!job_.checkpoint.enable,
+                "checkpoint.enable=true with parallelism.context_parallel_degree={} is not supported: the shards "
+                "over dp_shard × cp have no checkpoint placement yet",
+                shape.cp);
+    TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16,
+                "model.compute_dtype=bf16 with parallelism.context_parallel_degree={} is not supported: bf16 "
+                "compute covers the whole model's forward on one rank or under FSDP",
+                shape.cp);
+    cp_ = std::make_unique<distributed::ContextParallel>(mesh_->group(distributed::MeshDim::cp));
+  }
   if (sharded) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with a data-parallel degree of {} is not supported (Muon orthogonalises "
@@ -331,9 +350,21 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   for (auto& b : micro) {
     if (pipeline_) break;
     if (fsdp_) fsdp_->unshard_root();
-    Tensor hidden = model_->forward(b.input);
     // The backward below sends float(1 / valid) to every row: computed with the forward.
     const double inv_valid = 1.0 / static_cast<double>(valid);
+    if (cp_) {
+      // This cp rank's tokens; the per-token losses of all cp ranks, in token order,
+      // are summed as one rank sums them (the 1-rank bits).
+      const distributed::ContextParallel::Local local = cp_->shard(b.input, b.targets, b.seq_len);
+      const models::ContextParallelScope cp_scope(cp_.get());
+      Tensor rows = linear_cross_entropy(model_->forward(local.input), model_->lm_head_weight(), local.targets, -100,
+                                         0.0, Reduction::none, /*expected_grad=*/inv_valid);
+      losses.push_back(sum(cp_->gather_rows(rows)).item<double>());
+      scale(sum(rows), inv_valid).backward();
+      fsdp_->reduce_gradients();
+      continue;
+    }
+    Tensor hidden = model_->forward(b.input);
     Tensor l = tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets)
                    : linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum,
                                           /*expected_grad=*/inv_valid);
@@ -396,6 +427,14 @@ double Trainer::evaluate() {
     n += b.num_targets;
     if (pipeline_) {
       sum += pipeline_->loss_sum(b, fsdp_.get());
+      continue;
+    }
+    if (cp_) {
+      const distributed::ContextParallel::Local local = cp_->shard(b.input, b.targets, b.seq_len);
+      const models::ContextParallelScope cp_scope(cp_.get());
+      Tensor rows = linear_cross_entropy(model_->forward(local.input), model_->lm_head_weight(), local.targets, -100,
+                                         0.0, Reduction::none);
+      sum += titan::sum(cp_->gather_rows(rows)).item<double>();
       continue;
     }
     Tensor hidden = model_->forward(b.input);
@@ -556,6 +595,7 @@ TrainResult Trainer::train() {
     reset_storage_peak();
     if (fsdp_) fsdp_->reset_stats();  // the step's collectives only (not an evaluation's)
     if (tp_) tp_->stats() = {};
+    if (cp_) cp_->stats() = {};
     double gnorm = 0;
     int64_t tokens = 0;
     const double lr = sched_->lr(step, job_.optimizer.lr);
@@ -602,6 +642,14 @@ TrainResult Trainer::train() {
         ms += ts.comm_ms;
         bytes += ts.bytes;
         ts = {};
+      }
+      if (cp_) {
+        distributed::TpStats& cs = cp_->stats();
+        row["cp_comm_ms"] = cs.comm_ms;
+        row["cp_comm_bytes"] = cs.bytes;
+        ms += cs.comm_ms;
+        bytes += cs.bytes;
+        cs = {};
       }
       row["comm_ms"] = ms;
       row["comm_bytes"] = bytes;

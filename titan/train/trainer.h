@@ -23,6 +23,7 @@
 namespace titan::distributed {
 class FullyShard;
 class TensorParallel;
+class ContextParallel;
 class Pipeline;
 }
 
@@ -92,6 +93,8 @@ class Trainer {
   // Tensor (+ sequence) parallelism when tp > 1 (titan/distributed/tensor_parallel.h):
   // model_ then holds this rank's pieces.
   std::unique_ptr<distributed::TensorParallel> tp_;
+  // Context parallelism (cp > 1): each batch's tokens split over the cp ranks.
+  std::unique_ptr<distributed::ContextParallel> cp_;
   // Pipeline stages when pipeline_parallel_degree > 1 (titan/distributed/pipeline.h):
   // this rank holds and trains only its stages; the loaders then draw microbatches of
   // pipeline_parallel_microbatch_size rows.

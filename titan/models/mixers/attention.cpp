@@ -1,4 +1,5 @@
 #include "titan/models/mixers/attention.h"
+#include "titan/models/mixers/context_parallel_attention.h"
 
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
@@ -10,6 +11,16 @@
 namespace titan::models {
 
 namespace kc = titan::kernels::cpu;
+
+namespace {
+thread_local const ContextParallelAttention* t_context_parallel = nullptr;
+}  // namespace
+
+const ContextParallelAttention* context_parallel_attention() { return t_context_parallel; }
+ContextParallelScope::ContextParallelScope(const ContextParallelAttention* cp) : prev_(t_context_parallel) {
+  t_context_parallel = cp;
+}
+ContextParallelScope::~ContextParallelScope() { t_context_parallel = prev_; }
 
 Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int layer_id,
                      std::shared_ptr<const RopeCache> rope)
@@ -62,7 +73,9 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     AttentionOptions opts;
     opts.window = static_cast<int>(window_);
     opts.block_size = batch.attn_block_size;
-    out = scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    const ContextParallelAttention* cp = context_parallel_attention();
+    out = cp ? cp->attention(q.contiguous(), k.contiguous(), v.contiguous(), opts)
+             : scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
   } else {
     kc::AttentionParams params;
     params.window = static_cast<int>(window_);
