@@ -238,6 +238,12 @@ struct Registry {
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
       {"tool_use_sft", "tool_use SFT: search/calculator/python calls on a generated knowledge base", tool_use_sft},
       {"tool_use_grpo", "GRPO on tool_use from the tool_use_sft export (titan rl)", tool_use_grpo},
+      {"compaction_sft", "compaction SFT: running sorted lists that outgrow the context, with summaries", compaction_sft},
+      {"compaction_grpo", "GRPO on compaction from the compaction_sft export (titan rl)", compaction_grpo},
+      {"long_context_sft", "long_context SFT: key-value retrieval from a list of distractor pairs", long_context_sft},
+      {"long_context_grpo", "GRPO on long_context from the long_context_sft export (titan rl)", long_context_grpo},
+      {"self_play_sft", "self_play SFT: Nim games of random legal moves (format and legal moves)", self_play_sft},
+      {"self_play_grpo", "GRPO self-play on Nim from the self_play_sft export (titan rl)", self_play_grpo},
   };
 };
 

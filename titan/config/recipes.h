@@ -49,5 +49,11 @@ JobConfig alphabet_sort_moe_sft();   // alphabet_sort_sft on a small Qwen3-MoE c
 JobConfig alphabet_sort_moe_grpo();  // GRPO from the alphabet_sort_moe_sft export (rl_recipes.cpp)
 JobConfig tool_use_sft();       // the alphabet_sort_sft model on tool_use demonstrations (tool_use_recipes.cpp)
 JobConfig tool_use_grpo();      // GRPO on tool_use from the tool_use_sft export (tool_use_recipes.cpp)
+JobConfig compaction_sft();     // the alphabet_sort_sft model on running-list episodes with summaries (compaction_recipes.cpp)
+JobConfig compaction_grpo();    // GRPO on compaction from the compaction_sft export (compaction_recipes.cpp)
+JobConfig long_context_sft();   // the alphabet_sort_sft model on key-value retrieval (long_context_recipes.cpp)
+JobConfig long_context_grpo();  // GRPO on long_context from the long_context_sft export (long_context_recipes.cpp)
+JobConfig self_play_sft();      // the alphabet_sort_sft model on Nim games of random moves (self_play_recipes.cpp)
+JobConfig self_play_grpo();     // GRPO self-play on Nim from the self_play_sft export (self_play_recipes.cpp)
 
 }  // namespace titan::config

@@ -164,12 +164,21 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
 
 RLController::~RLController() = default;
 
-double RLController::State::validate() {
+double RLController::State::validate(json* row) {
   infer::EngineConfig ec = gen_settings.engine;
   ec.seed = gen_settings.seed;
   infer::Engine engine(*policy, tok.get(), ec);
   const ValidationResult v = validation_reward(engine, *rollouter, job.rl.val_samples, gen_settings.rollout.limits,
                                                gen_settings.rollout.sampling.max_tokens);
+  if (row != nullptr && v.episodes > 0) {
+    for (const RewardFn& f : rollouter->task().rubric.functions()) {
+      double sum = 0;
+      for (const TokenRollout& t : v.rollouts)
+        for (const RewardComponent& c : t.rollout.rewards)
+          if (c.name == f.name) sum += c.value;
+      (*row)["val_" + f.name] = sum / static_cast<double>(v.episodes);
+    }
+  }
   return v.reward_mean;
 }
 
@@ -320,7 +329,7 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   const bool last = done == total;
   if (job.rl.val_freq > 0 && (done % job.rl.val_freq == 0 || last)) {
     auto tv = Clock::now();
-    res.val_reward_final = validate();
+    res.val_reward_final = validate(&row);
     row["val_reward"] = res.val_reward_final;
     row["val_ms"] = ms_since(tv);
   }
@@ -394,8 +403,11 @@ RLResult RLController::run(const RLRunOptions& o) {
   try {
     if (!resumed && s.job.rl.val_freq > 0) {
       auto tv = Clock::now();
-      res.val_reward_initial = res.val_reward_final = s.validate();
-      metrics.log({{"step", 0}, {"val_reward", res.val_reward_initial}, {"val_ms", ms_since(tv)}});
+      json row0 = {{"step", 0}};
+      res.val_reward_initial = res.val_reward_final = s.validate(&row0);
+      row0["val_reward"] = res.val_reward_initial;
+      row0["val_ms"] = ms_since(tv);
+      metrics.log(row0);
       if (s.print) fmt::print("step {:>4} | val_reward {:.4f} (before any update)\n", 0, res.val_reward_initial);
     }
     s.last_step_end = Clock::now();

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "titan/checkpoint/train_checkpoint.h"
 #include "titan/config/job_config.h"
 #include "titan/data/tokenizer.h"
@@ -63,7 +65,11 @@ struct RLController::State {
   // `sync` copies the new weights to the generator side; it is timed as sync_ms.
   nlohmann::json train_and_log(StepWork& work, int64_t step, const std::function<void()>& sync, RLResult& res,
                                train::MetricsLogger& metrics, std::FILE* rollouts_log, bool stop_now);
-  double validate();
+  // Greedy validation reward (mean total reward over rl.val_samples episodes). With
+  // row: also "val_<name>" for each reward component of the rubric, its mean value
+  // over all validation episodes (0 where an episode has no such component, e.g. a
+  // truncated one): self-play's win and draw rates against its scripted opponent.
+  double validate(nlohmann::json* row = nullptr);
   void save_checkpoint(int64_t step, const DatasetState& ds);
   bool try_resume();
   void run_sync(const RLRunOptions& o, RLResult& res, train::MetricsLogger& metrics, std::FILE* rollouts_log);

@@ -20,6 +20,7 @@
 // (titan::Error or any std::exception): run_episode records it as the rollout's
 // failure reason.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -34,11 +35,16 @@ namespace titan::rl {
 
 using data::ChatMessage;
 
-// The environment's answer to one assistant reply. new_messages are user/tool
-// messages appended to the conversation (may be empty when done).
+// The environment's answer to one assistant reply. new_messages are user/tool/system
+// messages appended to the conversation (may be empty when done). With
+// reset_context, the next turn's context is new_messages alone (non-empty): the
+// messages before them stay in the rollout's record (Rollout::messages) but the
+// generator and the trainer no longer see them (context compaction: the context
+// restarts as [system, summary, latest message]; a Markov game: [system, state]).
 struct StepResult {
   std::vector<ChatMessage> new_messages;
   bool done = false;
+  bool reset_context = false;
 };
 
 class MessageEnv {
@@ -48,6 +54,10 @@ class MessageEnv {
   virtual std::vector<ChatMessage> init(const TaskSample& sample) = 0;
   // Answer the assistant's reply text (the completion of the last turn).
   virtual StepResult step(const std::string& reply) = 0;
+  // Called before each step() with the tokens of the turn's context: prompt +
+  // completion ids (the context an environment with a token budget, such as
+  // compaction's, compares against). Default: ignored.
+  virtual void observe_context_tokens(int64_t tokens) { (void)tokens; }
 };
 
 // Builds a fresh environment per rollout.

@@ -60,7 +60,7 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
                   "policy_update_backward: rollout '{}' has a turn with {} completion tokens but {} logprobs",
                   rollouts[i]->rollout.id, t.completion_ids.size(), t.logprobs.size());
       if (t.completion_ids.empty() || t.prompt_ids.empty()) continue;
-      seqs.push_back({&t, advantages[i]});
+      seqs.push_back({&t, advantages[i] * t.advantage_scale});
     }
   PolicyUpdateStats st;
   st.sequences = static_cast<int64_t>(seqs.size());

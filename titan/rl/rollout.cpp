@@ -45,7 +45,7 @@ json Rollout::to_json() const {
     if (!c.error.empty()) jc["error"] = c.error;
     comps.push_back(std::move(jc));
   }
-  return json{{"id", id},
+  json out{{"id", id},
               {"sample_id", sample.id},
               {"status", std::string(to_string(status))},
               {"failure_reason", failure_reason},
@@ -56,6 +56,12 @@ json Rollout::to_json() const {
               {"completion_tokens", completion_tokens},
               {"rewards", std::move(comps)},
               {"total_reward", total_reward}};
+  for (int64_t c : turn_context_start)
+    if (c != 0) {
+      out["turn_context_start"] = turn_context_start;
+      break;
+    }
+  return out;
 }
 
 std::string exception_text() {
@@ -93,6 +99,7 @@ Rollout run_episode(MessageEnv& env, const TaskSample& sample, const GenerateFn&
     end(r, RolloutStatus::error, "sample '" + sample.id + "': env.init failed: " + exception_text());
     return r;
   }
+  size_t context_start = 0;  // where the current context begins in r.messages
   for (int turn = 0;; ++turn) {
     if (turn >= limits.max_turns) {
       end(r, RolloutStatus::truncated_max_turns,
@@ -101,7 +108,13 @@ Rollout run_episode(MessageEnv& env, const TaskSample& sample, const GenerateFn&
     }
     Completion c;
     try {
-      c = generate(GenerateRequest{r.messages, turn});
+      if (context_start == 0) {
+        c = generate(GenerateRequest{r.messages, turn});
+      } else {
+        const std::vector<ChatMessage> context(r.messages.begin() + static_cast<std::ptrdiff_t>(context_start),
+                                               r.messages.end());
+        c = generate(GenerateRequest{context, turn});
+      }
     } catch (...) {
       end(r, RolloutStatus::error, fmt::format("turn {}: generate failed: {}", turn, exception_text()));
       return r;
@@ -110,6 +123,7 @@ Rollout run_episode(MessageEnv& env, const TaskSample& sample, const GenerateFn&
     r.finish_reasons.push_back(c.finish_reason);
     r.prompt_tokens.push_back(c.prompt_tokens);
     r.completion_tokens.push_back(c.completion_tokens);
+    r.turn_context_start.push_back(static_cast<int64_t>(context_start));
     r.messages.push_back(ChatMessage{"assistant", c.text, std::nullopt});
     if (c.finish_reason == "length") {
       end(r, RolloutStatus::truncated_length,
@@ -124,20 +138,22 @@ Rollout run_episode(MessageEnv& env, const TaskSample& sample, const GenerateFn&
     }
     StepResult step;
     try {
+      env.observe_context_tokens(c.prompt_tokens + c.completion_tokens);
       step = env.step(c.text);
       check_env_messages(step.new_messages, fmt::format("run_episode: env.step (turn {})", turn),
-                         /*allow_empty=*/step.done);
+                         /*allow_empty=*/step.done && !step.reset_context);
     } catch (...) {
       end(r, RolloutStatus::error, fmt::format("turn {}: env.step failed: {}", turn, exception_text()));
       return r;
     }
+    if (step.reset_context) context_start = r.messages.size();
     for (ChatMessage& m : step.new_messages) r.messages.push_back(std::move(m));
     if (step.done) {
       r.status = RolloutStatus::completed;
       return r;
     }
     const int64_t context = c.prompt_tokens + c.completion_tokens;
-    if (limits.max_total_tokens > 0 && context >= limits.max_total_tokens) {
+    if (!step.reset_context && limits.max_total_tokens > 0 && context >= limits.max_total_tokens) {
       end(r, RolloutStatus::truncated_max_tokens,
           fmt::format("turn {}: context of {} tokens reached max_total_tokens={}", turn, context,
                       limits.max_total_tokens));

@@ -54,6 +54,11 @@ struct Rollout {
       finish_reasons;  // [num_turns] "stop", "length" (cut at max_tokens), "abort", ...
   std::vector<int64_t> prompt_tokens;  // [num_turns] as reported by the generator (0 if unknown)
   std::vector<int64_t> completion_tokens;  // [num_turns]
+  // [num_turns] index in `messages` where turn t's context begins: 0 until an
+  // environment resets the context (StepResult::reset_context), then the index of
+  // the first message of the new context. Turn t's prompt is
+  // messages[turn_context_start[t], the turn's reply).
+  std::vector<int64_t> turn_context_start;
   RolloutStatus status = RolloutStatus::ongoing;
   std::string failure_reason;  // why the episode did not complete normally; empty when completed
   std::vector<RewardComponent> rewards;  // per reward function (Rubric::score)
@@ -65,8 +70,9 @@ struct Rollout {
   nlohmann::json to_json() const;
 };
 
-// What the caller's generator is asked for: the conversation so far (ending with a
-// user/tool message) and the 0-based turn index.
+// What the caller's generator is asked for: the turn's context (the conversation
+// since the last context reset, ending with a user/tool message) and the 0-based
+// turn index.
 struct GenerateRequest {
   const std::vector<ChatMessage>& messages;
   int turn = 0;

@@ -36,6 +36,7 @@ namespace {
 struct Episode {
   TokenRollout out;
   std::unique_ptr<MessageEnv> env;
+  size_t context_start = 0;  // where the current context begins in out.rollout.messages
   int64_t index = 0;  // in the group
   bool done = false;
 };
@@ -79,7 +80,8 @@ class Runner {
     }
     TurnTokens t;
     try {
-      t.prompt_ids = render_prompt_ids(tok_, r.messages, cfg_.enable_thinking);
+      t.prompt_ids = render_prompt_ids(
+          tok_, std::span<const ChatMessage>(r.messages).subspan(e.context_start), cfg_.enable_thinking);
     } catch (...) {
       end(e, RolloutStatus::error, fmt::format("turn {}: rendering the prompt failed: {}", turn, exception_text()));
       return;
@@ -125,6 +127,7 @@ class Runner {
     r.finish_reasons.push_back(t.finish_reason);
     r.prompt_tokens.push_back(prompt_tokens);
     r.completion_tokens.push_back(completion_tokens);
+    r.turn_context_start.push_back(static_cast<int64_t>(e.context_start));
     r.messages.push_back(ChatMessage{"assistant", text, std::nullopt});
     if (c.finish_reason == infer::FinishReason::length) {
       end(e, RolloutStatus::truncated_length,
@@ -140,13 +143,15 @@ class Runner {
     }
     StepResult step;
     try {
+      e.env->observe_context_tokens(prompt_tokens + completion_tokens);
       step = e.env->step(text);
       check_env_messages(step.new_messages, fmt::format("Rollouter: env.step (turn {})", turn),
-                         /*allow_empty=*/step.done);
+                         /*allow_empty=*/step.done && !step.reset_context);
     } catch (...) {
       end(e, RolloutStatus::error, fmt::format("turn {}: env.step failed: {}", turn, exception_text()));
       return;
     }
+    if (step.reset_context) e.context_start = r.messages.size();
     for (ChatMessage& m : step.new_messages) r.messages.push_back(std::move(m));
     if (step.done) {
       r.status = RolloutStatus::completed;
@@ -154,7 +159,7 @@ class Runner {
       return;
     }
     const int64_t context = prompt_tokens + completion_tokens;
-    if (cfg_.limits.max_total_tokens > 0 && context >= cfg_.limits.max_total_tokens) {
+    if (!step.reset_context && cfg_.limits.max_total_tokens > 0 && context >= cfg_.limits.max_total_tokens) {
       end(e, RolloutStatus::truncated_max_tokens,
           fmt::format("turn {}: context of {} tokens reached max_total_tokens={}", turn, context,
                       cfg_.limits.max_total_tokens));
@@ -218,6 +223,18 @@ std::vector<TokenRollout> Rollouter::run(infer::Engine& engine, std::span<const 
   out.reserve(eps.size());
   for (Episode& e : eps) {
     task_.rubric.score(e.out.rollout);
+    if (task_.turn_advantage_scales) {
+      std::vector<double> scales;
+      try {
+        scales = task_.turn_advantage_scales(e.out.rollout);
+      } catch (...) {
+        scales.clear();  // a failing hook leaves the rollout untrained (scale 0), with the reason
+        e.out.rollout.failure_reason += (e.out.rollout.failure_reason.empty() ? "" : "; ") +
+                                        std::string("turn_advantage_scales failed: ") + exception_text();
+      }
+      for (size_t t = 0; t < e.out.turns.size(); ++t)
+        e.out.turns[t].advantage_scale = t < scales.size() ? scales[t] : 0.0;
+    }
     out.push_back(std::move(e.out));
   }
   return out;

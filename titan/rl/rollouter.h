@@ -17,7 +17,8 @@
 // completion cut at max_tokens ends it as truncated_length. Then Rubric::score
 // scores every rollout (a throwing reward function gives 0 with the reason).
 //
-// Prompts: turn t's prompt is the conversation so far rendered with the tokenizer's
+// Prompts: turn t's prompt is the conversation so far (since the last context reset,
+// StepResult::reset_context) rendered with the tokenizer's
 // chat template (Tokenizer::apply_chat_template, add_generation_prompt = true,
 // enable_thinking = RolloutConfig::enable_thinking), encoded with special tokens
 // parsed. The default (enable_thinking = false) ends the prompt with Qwen3's empty
@@ -54,6 +55,9 @@ struct TurnTokens {
   std::string finish_reason;            // "stop" | "length" | "abort" | "error"
   double logprob_temperature = 1.0;     // SamplingParams::logprob_temperature() of the request
   uint64_t seed = 0;                    // the request's Philox seed
+  double advantage_scale = 1.0;         // this turn's tokens train with advantage * advantage_scale
+                                        // (TaskSpec::turn_advantage_scales; self-play: -1 on the
+                                        // second player's turns, whose reward is minus the first's)
 };
 
 struct TokenRollout {

@@ -18,10 +18,15 @@ data::MaskedDocuments sft_documents(const TaskSpec& task, const SampleSource& sr
   std::vector<int32_t> ids;
   std::vector<uint8_t> mask;
   for (int64_t i = 0; i < n; ++i) {
-    const std::vector<ChatMessage> conv = task.demonstration(src.get(i));
+    const Rollout demo = task.demonstration_rollout(src.get(i), &tok, options.enable_thinking);
+    const std::vector<ChatMessage>& conv = demo.messages;
+    size_t turn = 0;
     for (size_t a = 0; a < conv.size(); ++a) {
       if (conv[a].role != "assistant") continue;
-      ids = render_prompt_ids(tok, std::span<const ChatMessage>(conv.data(), a), options.enable_thinking);
+      // The reply's own context (the messages since the last context reset).
+      const size_t begin = turn < demo.turn_context_start.size() ? static_cast<size_t>(demo.turn_context_start[turn]) : 0;
+      ++turn;
+      ids = render_prompt_ids(tok, std::span<const ChatMessage>(conv.data() + begin, a - begin), options.enable_thinking);
       mask.assign(ids.size(), 0);
       tok.encode_append(conv[a].content, /*parse_special=*/false, ids);
       ids.push_back(im_end);

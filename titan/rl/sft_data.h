@@ -3,7 +3,8 @@
 // model can be trained to solve the task before RL (recipe alphabet_sort_sft).
 //
 // One document per assistant turn t of a demonstration:
-//   tokens = render_prompt_ids(conversation before turn t)   (rollouter.h: the exact
+//   tokens = render_prompt_ids(turn t's context: the conversation before it, since the
+//            last context reset)   (rollouter.h: the exact
 //            prompt the rollouter gives the generator for that turn)
 //          + encode(reply t) + <|im_end|>
 //   mask   = 0 on the prompt, 1 on the reply and its <|im_end|>

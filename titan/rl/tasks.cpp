@@ -7,6 +7,10 @@
 #include "titan/rl/code_exec.h"
 #include "titan/rl/gsm8k.h"
 #include "titan/rl/json_config.h"
+#include "titan/rl/compaction.h"
+#include "titan/rl/long_context.h"
+#include "titan/rl/rollouter.h"
+#include "titan/rl/self_play.h"
 #include "titan/rl/tool_use.h"
 
 namespace titan::rl {
@@ -14,13 +18,27 @@ namespace titan::rl {
 using nlohmann::json;
 
 std::vector<ChatMessage> TaskSpec::demonstration(const TaskSample& sample) const {
-  TITAN_CHECK(make_env && reference_replies, "TaskSpec::demonstration({}): task has no env or reference replies", name);
+  return demonstration_rollout(sample).messages;
+}
+
+Rollout TaskSpec::demonstration_rollout(const TaskSample& sample, const data::Tokenizer* tok,
+                                       bool enable_thinking) const {
+  TITAN_CHECK(make_env && (reference_replies || reference_policy),
+              "TaskSpec::demonstration({}): task has no env or reference replies", name);
   std::unique_ptr<MessageEnv> env = make_env();
-  const Rollout r = run_episode(*env, sample, scripted_generator(reference_replies(sample)),
-                                EpisodeLimits{std::max(max_turns, 1), 0});
+  GenerateFn gen = reference_policy ? reference_policy(sample) : scripted_generator(reference_replies(sample));
+  if (tok != nullptr) {
+    gen = [gen, tok, enable_thinking](const GenerateRequest& req) {
+      Completion c = gen(req);
+      c.prompt_tokens = static_cast<int64_t>(render_prompt_ids(*tok, req.messages, enable_thinking).size());
+      c.completion_tokens = static_cast<int64_t>(tok->encode(c.text, /*parse_special=*/false).size()) + 1;
+      return c;
+    };
+  }
+  const Rollout r = run_episode(*env, sample, gen, EpisodeLimits{std::max(max_turns, 1), 0});
   TITAN_CHECK(r.status == RolloutStatus::completed, "TaskSpec::demonstration({}): sample '{}' did not complete: {} ({})",
               name, sample.id, to_string(r.status), r.failure_reason);
-  return r.messages;
+  return r;
 }
 
 namespace {
@@ -131,12 +149,15 @@ TaskSpec code_task(const std::string& name, const json& config) {
 
 }  // namespace
 
-std::vector<std::string> task_names() { return {"alphabet_sort", "gsm8k", "humaneval", "mbpp", "tool_use"}; }
+std::vector<std::string> task_names() { return {"alphabet_sort", "compaction", "gsm8k", "humaneval", "long_context", "mbpp", "self_play", "tool_use"}; }
 
 TaskSpec make_task(std::string_view name, const json& config) {
   if (name == "alphabet_sort") return alphabet_sort_task(config);
   if (name == "gsm8k") return gsm8k_task(config);
   if (name == "mbpp" || name == "humaneval") return code_task(std::string(name), config);
+  if (name == "compaction") return make_compaction_task(config);
+  if (name == "long_context") return make_long_context_task(config);
+  if (name == "self_play") return make_self_play_task(config);
   if (name == "tool_use") return make_tool_use_task(config);
   fail("make_task: unknown task '{}' (known: {})", name, fmt::join(task_names(), ", "));
 }

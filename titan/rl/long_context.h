@@ -1,0 +1,72 @@
+// long_context: key-value retrieval from a long prompt. The prompt lists num_pairs
+// "key: value" lines (made-up keys of consonant-vowel syllables, distinct within a
+// sample; values of value_digits digits) and asks for the value of one of them; the
+// other pairs are the distractors, and their number (uniform in [min_pairs,
+// max_pairs]) sets the haystack's length. One turn.
+//
+//   system: Find the value of the key in the list. Reply with <answer>VALUE</answer>.
+//   user:   tovi: 381\nkeprau: 907\n... (num_pairs lines)\n\nWhat is the value of keprau?
+//   assistant: <answer>907</answer>
+//
+// Length: a line is ~11 bytes (byte_chat: ~11 tokens), so 360 pairs is a ~4k-token
+// prompt and 1450 pairs ~16k (long_context_test builds both); the recipes use 8-24
+// pairs, short enough for the 2-core GRPO budget. With the needle's position uniform in
+// the list, the key is found anywhere in the context.
+//
+// Reward: "exact_match" (weight 1): 1 when the reply's last <answer> block, trimmed,
+// equals the value. Truncated or errored rollouts score 0.
+//
+//   TaskSample.prompt    {"pairs": [[key, value]...], "query": key}
+//   TaskSample.reference {"answer": value, "position": index of the query in pairs}
+//   TaskSample.metadata  {"index": i, "num_pairs": n}
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "titan/rl/env.h"
+#include "titan/rl/rollout.h"
+#include "titan/rl/tasks.h"
+
+namespace titan::rl {
+
+struct LongContextConfig {
+  uint64_t seed = 3;
+  int64_t num_samples = 20000;
+  int64_t num_validation = 256;
+  int min_pairs = 8;     // pairs in the haystack, uniform in [min_pairs, max_pairs]
+  int max_pairs = 24;
+  int value_digits = 3;  // digits of a value, [1, 9]
+  std::string system_prompt;  // "" = the default
+
+  void validate() const;
+  static LongContextConfig from_json(const nlohmann::json& j);
+};
+
+// Sample `index` (deterministic in (cfg.seed, index)); validation samples are drawn
+// from their own streams.
+TaskSample make_long_context_sample(const LongContextConfig& cfg, int64_t index, bool validation);
+
+// The user message of a sample (the list, then the question).
+std::string long_context_prompt(const TaskSample& sample);
+
+class LongContextEnv final : public MessageEnv {
+ public:
+  explicit LongContextEnv(std::string system_prompt) : system_prompt_(std::move(system_prompt)) {}
+  std::vector<ChatMessage> init(const TaskSample& sample) override;
+  StepResult step(const std::string& reply) override { return StepResult{{}, true, false}; }
+
+ private:
+  std::string system_prompt_;
+};
+
+// exact_match of a rollout (0 or 1). Throws titan::Error for a sample without
+// reference.answer.
+double long_context_exact_match(const Rollout& r);
+
+// The task "long_context" (tasks.h): config = LongContextConfig keys.
+TaskSpec make_long_context_task(const nlohmann::json& config);
+
+}  // namespace titan::rl
