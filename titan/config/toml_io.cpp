@@ -178,27 +178,81 @@ struct TomlApplier {
 // toml++ 3.3.0 (Debian 12's libtomlplusplus3) reaches __builtin_unreachable() in
 // impl::is_non_ascii_horizontal_whitespace for most code points in U+00A1..U+049A
 // (the Cyrillic 'Г' of `nГ = 1`, say): undefined behaviour, fixed upstream in 3.4.0.
-// It is asked about a non-ASCII character wherever whitespace may stand: outside
-// strings and comments, after a backslash (and any spaces after it) in a """ string,
-// and after a line-ending backslash there. TOML 1.0 allows non-ASCII characters only
-// inside strings and comments and has no such escape, so the first two places are
-// syntax errors anyway; the third is valid TOML that titan refuses as well.
-// Returns the 1-based line and column of the first such character, or {0, 0}.
-std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view t) {
+// It asks that question of a non-ASCII character in many places (wherever whitespace
+// may stand, inside a bad value token that it scans to its end, after a backslash in a
+// """ string), and which places depends on how its parser reads a broken document. So
+// toml++ is only ever given ASCII text, made from the document as follows:
+//   - outside strings and comments (where TOML 1.0 allows no non-ASCII character), a
+//     non-ASCII character is refused: its 1-based line and column are returned;
+//   - in a comment it becomes '?';
+//   - in a basic string ("..." or """...""") it becomes the escape \uXXXX or
+//     \UXXXXXXXX, the same string; right after a backslash (an invalid escape) it is
+//     refused;
+//   - a literal string ('...' or '''...''') that holds one becomes the basic string of
+//     the same text (its backslashes and quotes escaped).
+// Where this scan's idea of a string differs from toml++'s (only in a document that is
+// not valid TOML), toml++ still sees ASCII and reports a syntax error. Lines keep their
+// numbers; a column after a rewritten character on the same line counts the ASCII text.
+// Bytes that are not UTF-8 are refused, as TOML requires.
+struct AsciiToml {
+  std::string text;  // the ASCII document, when line == 0
+  size_t line = 0, col = 0;
+  bool bad_utf8 = false;
+};
+
+AsciiToml ascii_toml(std::string_view t) {
   enum State { normal, comment, basic, literal, ml_basic, ml_literal } st = normal;
+  AsciiToml r;
+  std::string& out = r.text;
+  out.reserve(t.size());
   size_t line = 1, line_start = 0;
-  bool after_line_backslash = false;  // inside ml_basic, skipping whitespace after "\<newline>"
   // The last character outside strings and comments other than space, tab and CR
   // ('\n' at a line start). A quote opens a string only where TOML lets one begin: at
-  // a line start or after = [ , { or a dot. Elsewhere it is part of a bad token (`t=0'x`)
-  // that toml++ scans up to a value terminator, asking whether each character is
-  // whitespace, so a non-ASCII character there is refused too.
+  // a line start or after = [ , { or a dot; elsewhere it is a character of a bad token.
   char last = '\n';
   auto run = [&](size_t i, char q) {  // length of a run of quote q at i (up to 5)
     size_t k = 0;
     while (i + k < t.size() && t[i + k] == q && k < 5) ++k;
     return k;
   };
+  auto refuse = [&](size_t i, bool utf8) {
+    r.line = line;
+    r.col = i - line_start + 1;
+    r.bad_utf8 = utf8;
+    r.text.clear();
+    return r;
+  };
+  // The code point of the UTF-8 sequence at i, advancing i to its last byte; -1 when
+  // the bytes there are not UTF-8 (overlong forms and surrogates included).
+  auto code_point = [&](size_t& i) -> long {
+    const unsigned char c = static_cast<unsigned char>(t[i]);
+    int n = -1;
+    if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c >= 0xE0 && c <= 0xEF) n = 2;
+    else if (c >= 0xF0 && c <= 0xF4) n = 3;
+    if (n < 0 || i + n >= t.size()) return -1;
+    long cp = c & (0x3F >> n);
+    for (int k = 1; k <= n; ++k) {
+      const unsigned char d = static_cast<unsigned char>(t[i + k]);
+      if ((d & 0xC0) != 0x80) return -1;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    static constexpr long kMin[4] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
+    i += n;
+    return cp;
+  };
+  // Whether the literal string whose body starts at i (ended by ' or the line's end, or
+  // by ''' for a multi-line one) holds a non-ASCII byte.
+  auto literal_has_non_ascii = [&](size_t i, bool multi) {
+    for (; i < t.size(); ++i) {
+      if (static_cast<unsigned char>(t[i]) >= 0x80) return true;
+      if (!multi && (t[i] == '\'' || t[i] == '\n')) return false;
+      if (multi && t[i] == '\'' && run(i, '\'') >= 3) return false;
+    }
+    return false;
+  };
+  bool rewrite_literal = false;  // the open literal string is written as a basic one
   for (size_t i = 0; i < t.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(t[i]);
     if (c == '\n') {
@@ -206,77 +260,101 @@ std::pair<size_t, size_t> non_ascii_where_toml_wants_whitespace(std::string_view
       line_start = i + 1;
       if (st == comment || st == basic || st == literal) st = normal;
       if (st == normal) last = '\n';
+      out += '\n';
       continue;
     }
-    if (c >= 0x80 && (st == normal || (st == ml_basic && after_line_backslash))) return {line, i - line_start + 1};
+    if (c >= 0x80) {
+      const size_t at = i;
+      const long cp = code_point(i);
+      if (cp < 0) return refuse(at, true);
+      if (st == normal) return refuse(at, false);
+      if (st == comment) out += '?';
+      else out += cp > 0xFFFF ? fmt::format("\\U{:08X}", cp) : fmt::format("\\u{:04X}", cp);
+      continue;
+    }
     switch (st) {
       case normal: {
         const bool string_may_open = last == '\n' || last == '=' || last == '[' || last == ',' || last == '{' ||
                                      last == '.';
         if (c != ' ' && c != '\t' && c != '\r') last = static_cast<char>(c);
-        if (c == '#') st = comment;
-        else if ((c == '"' || c == '\'') && !string_may_open) {
-          // not a string: stays a character of the token
-        } else if (c == '"') {
-          const size_t k = run(i, '"');
-          st = k >= 3 ? ml_basic : basic;
-          i += (k >= 3 ? 3 : 1) - 1;
-          if (k == 2) st = normal, ++i;  // "" is an empty string
-        } else if (c == '\'') {
-          const size_t k = run(i, '\'');
-          st = k >= 3 ? ml_literal : literal;
-          i += (k >= 3 ? 3 : 1) - 1;
-          if (k == 2) st = normal, ++i;
+        if (c == '#') {
+          st = comment;
+          out += '#';
+        } else if ((c == '"' || c == '\'') && string_may_open && run(i, static_cast<char>(c)) == 2) {
+          out.append(2, static_cast<char>(c));  // "" or '': an empty string
+          ++i;
+        } else if (c == '"' && string_may_open) {
+          const bool multi = run(i, '"') >= 3;
+          st = multi ? ml_basic : basic;
+          out.append(multi ? 3 : 1, '"');
+          i += multi ? 2 : 0;
+        } else if (c == '\'' && string_may_open) {
+          const bool multi = run(i, '\'') >= 3;
+          st = multi ? ml_literal : literal;
+          i += multi ? 2 : 0;
+          rewrite_literal = literal_has_non_ascii(i + 1, multi);
+          out.append(multi ? 3 : 1, rewrite_literal ? '"' : '\'');
+        } else {
+          out += static_cast<char>(c);  // a quote here is a character of a bad token
         }
         break;
       }
-      case comment: break;
+      case comment: out += static_cast<char>(c); break;
       case basic:
-        if (c == '\\') ++i;
-        else if (c == '"') st = normal;
+      case ml_basic:
+        if (c == '\\') {
+          // An escape. The character after the backslash (and, in a """ string, after
+          // the spaces that may follow it) must not be non-ASCII: \é is no escape.
+          size_t j = i + 1;
+          if (st == ml_basic)
+            while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r')) ++j;
+          if (j < t.size() && static_cast<unsigned char>(t[j]) >= 0x80) return refuse(j, false);
+          out += '\\';
+          if (i + 1 < t.size() && t[i + 1] != '\n') out += t[++i];  // the escaped character
+        } else if (c == '"' && st == basic) {
+          out += '"';
+          st = normal;
+        } else if (c == '"' && run(i, '"') >= 3) {
+          const size_t k = run(i, '"');  // the closing quotes end the run (""""" = two quotes + close)
+          out.append(k, '"');
+          i += k - 1;
+          st = normal;
+        } else {
+          out += static_cast<char>(c);
+        }
         break;
       case literal:
-        if (c == '\'') st = normal;
-        break;
-      case ml_basic:
-        if (after_line_backslash) {
-          if (c != ' ' && c != '\t' && c != '\r') after_line_backslash = false;
-          else break;
-        }
-        if (c == '\\') {
-          // toml++ asks whether the escaped character is whitespace, and then whether
-          // each character after a run of spaces is: a non-ASCII one there is refused.
-          size_t j = i + 1;
-          while (j < t.size() && (t[j] == ' ' || t[j] == '\t' || t[j] == '\r')) ++j;
-          if (j < t.size() && static_cast<unsigned char>(t[j]) >= 0x80) return {line, j - line_start + 1};
-          if (j < t.size() && t[j] == '\n') after_line_backslash = true;
-          else ++i;  // an escape: skip the escaped character
-        } else if (c == '"' && run(i, '"') >= 3) {
-          i += run(i, '"') - 1;  // the closing quotes end the run (""""" = two quotes + close)
-          st = normal;
-        }
-        break;
       case ml_literal:
-        if (c == '\'' && run(i, '\'') >= 3) {
-          i += run(i, '\'') - 1;
+        if (c == '\'' && (st == literal || run(i, '\'') >= 3)) {
+          const size_t k = st == literal ? 1 : run(i, '\'');
+          if (rewrite_literal) out.append(k - (st == literal ? 1 : 3), '\'').append(st == literal ? 1 : 3, '"');
+          else out.append(k, '\'');
+          i += k - 1;
           st = normal;
+        } else if (rewrite_literal && (c == '\\' || c == '"')) {
+          out += '\\';
+          out += static_cast<char>(c);
+        } else {
+          out += static_cast<char>(c);
         }
         break;
     }
   }
-  return {0, 0};
+  return r;
 }
 
 }  // namespace
 
 void apply_toml_text(const FieldTable& table, std::string_view text, const std::string& source) {
-  if (auto [line, col] = non_ascii_where_toml_wants_whitespace(text); line != 0)
+  const AsciiToml ascii = ascii_toml(text);
+  if (ascii.line != 0 && ascii.bad_utf8)
+    fail("{}:{}:{}: TOML syntax error: bytes that are not UTF-8", source, ascii.line, ascii.col);
+  if (ascii.line != 0)
     fail("{}:{}:{}: TOML syntax error: a non-ASCII character where whitespace or a key may stand (allowed only "
-         "inside strings and comments, and not after a backslash in a \"\"\" string)", source,
-         line, col);
+         "inside strings and comments, and not after a backslash in a string)", source, ascii.line, ascii.col);
   toml::table doc;
   try {
-    doc = toml::parse(text, source);
+    doc = toml::parse(ascii.text, source);
   } catch (const toml::parse_error& e) {
     fail("{}:{}:{}: TOML syntax error: {}", source, e.source().begin.line, e.source().begin.column,
          excerpt(e.description(), 120));
