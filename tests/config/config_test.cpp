@@ -154,7 +154,7 @@ TEST(Config, MissingRecipeListsAvailable) {
   EXPECT_EQ(e.rfind("unknown recipe 'shakespeare' (did you mean 'shakespeare_char'?; available: "
                     "alphabet_sort_grpo, alphabet_sort_hybrid_grpo, alphabet_sort_hybrid_sft, alphabet_sort_moe_grpo, "
                     "alphabet_sort_moe_sft, alphabet_sort_sft, debugmodel, deepseek_v3_debugmodel, deepseek_v3_dense_debugmodel, "
-                    "kimi_linear_debugmodel, qwen3_debugmodel, qwen3_moe_debugmodel, "
+                    "gemma2_debugmodel, kimi_linear_debugmodel, qwen3_debugmodel, qwen3_moe_debugmodel, "
                     "qwen3_next_debugmodel, "
                     "shakespeare_char",
                     0),
