@@ -149,6 +149,8 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
     else if (c.model_type == "qwen3_moe") c.architectures = {"Qwen3MoeForCausalLM"};
     else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
+    else if (c.model_type == "gemma2") c.architectures = {"Gemma2ForCausalLM"};
+    else if (c.model_type == "gemma3_text") c.architectures = {"Gemma3ForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -168,6 +170,8 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
                    : c.is_kimi_linear()   ? "kimi_linear"
                    : c.is_deepseek_v3()   ? "deepseek_v3"
                    : c.is_qwen3_moe()     ? "qwen3_moe"
+                   : c.is_gemma2()        ? "gemma2"
+                   : c.architecture() == "Gemma3ForCausalLM" ? "gemma3_text"
                                           : "qwen3";
   if (c.is_deepseek_v3() && c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")
     fail("{}: model_type '{}' is not one titan knows for DeepseekV3ForCausalLM (deepseek_v3, kimi_k2)", where,
@@ -215,6 +219,15 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
   if (const json* rs = f.get("rope_scaling")) c.rope_scaling = parse_rope_scaling(*rs, where, "rope_scaling");
   if (const json* rp = f.get("rope_parameters")) {
     if (!rp->is_object()) f.bad_type("rope_parameters", "an object", *rp);
+    // Per layer type (Gemma 3: {"full_attention": {...}, "sliding_attention": {...}}): the
+    // full-attention entry is the model's RoPE; the whole object stays in `extra` for
+    // the family's reader (the sliding layers' theta).
+    const bool per_type = rp->contains("full_attention");
+    if (per_type) {
+      c.extra["rope_parameters"] = *rp;
+      rp = &rp->at("full_attention");
+      if (!rp->is_object()) f.bad_type("rope_parameters.full_attention", "an object", *rp);
+    }
     if (!theta) theta = Fields{*rp, where + " rope_parameters", nullptr}.f64("rope_theta");
     if (!c.rope_scaling) c.rope_scaling = parse_rope_scaling(*rp, where, "rope_parameters");
   }

@@ -15,7 +15,8 @@ namespace titan {
 
 inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM",
                                                           "Qwen3NextForCausalLM", "DeepseekV3ForCausalLM",
-                                                          "Qwen3MoeForCausalLM"};
+                                                          "Qwen3MoeForCausalLM", "Gemma2ForCausalLM",
+                                                          "Gemma3ForCausalLM"};
 
 // RoPE scaling: Llama 3.1/3.2 frequency bands (rope_type "llama3"; transformers
 // modeling_rope_utils._compute_llama3_parameters) or YaRN (rope_type "yarn", as
@@ -62,6 +63,7 @@ struct HFConfig {
   // Titan's GQA form only ("kv_lora_rank": null; parse_hf_config refuses MLA).
   bool is_kimi_linear() const { return architecture() == "KimiLinearForCausalLM"; }
   bool is_qwen3_moe() const { return architecture() == "Qwen3MoeForCausalLM"; }
+  bool is_gemma2() const { return architecture() == "Gemma2ForCausalLM"; }
 };
 
 // Parses a config object. `source` names it in errors ("config.json <source>: ...").

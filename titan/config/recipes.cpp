@@ -108,6 +108,20 @@ JobConfig qwen3_next_debugmodel() {
   return c;
 }
 
+// debugmodel as Gemma 2: 4 layers alternating sliding window 32 / global, attention and
+// final logit soft-caps, sandwich norms, GeGLU, dim 64, byte tokens, from the shipped HF
+// config.json (recipes/gemma2_debugmodel.json).
+JobConfig gemma2_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as Gemma 2 (local/global attention, soft-caps, sandwich norms), byte tokens";
+  c.model.name = "gemma2";
+  c.model.hf_config = "recipes/gemma2_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 // debugmodel as DeepSeek-V3 with every feed-forward dense: 4 MLA layers (YaRN RoPE,
 // q low-rank), dim 64, byte tokens, from the shipped HF config.json
 // (recipes/deepseek_v3_dense_debugmodel.json; first_k_dense_replace = num_hidden_layers).
@@ -229,6 +243,8 @@ struct Registry {
       {"alphabet_sort_moe_grpo", "GRPO on alphabet_sort from the alphabet_sort_moe_sft export (titan rl)",
        alphabet_sort_moe_grpo},
       {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
+      {"gemma2_debugmodel", "debugmodel as Gemma 2 (local/global attention, soft-caps, sandwich norms)",
+       gemma2_debugmodel},
       {"kimi_linear_debugmodel", "debugmodel as a Kimi Linear hybrid (Kimi Delta Attention + GQA)",
        kimi_linear_debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},

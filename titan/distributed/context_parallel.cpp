@@ -14,6 +14,9 @@ ContextParallel::ContextParallel(ProcessGroup& cp) : comm_(cp) {}
 
 void ContextParallel::check_model(const models::TransformerConfig& cfg, int cp) {
   if (cp == 1) return;
+  TITAN_CHECK(cfg.final_logit_softcapping == 0,
+              "parallelism.context_parallel_degree={}: final_logit_softcapping is not supported with context "
+              "parallelism", cp);
   const std::vector<models::LayerSpec> specs = models::layer_specs(cfg);
   for (size_t l = 0; l < specs.size(); ++l) {
     TITAN_CHECK(specs[l].mixer == models::MixerKind::gqa,

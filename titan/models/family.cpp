@@ -1,5 +1,7 @@
 #include "titan/models/family.h"
 
+#include <algorithm>
+
 
 #include "titan/autograd/node.h"
 
@@ -14,12 +16,15 @@ void read_deepseek_v3_fields(const HFConfig& hf, TransformerConfig& c);   // mod
 void write_deepseek_v3_fields(const TransformerConfig& c, HFConfig& h);  // models/deepseek_v3
 Family make_kimi_linear_family();
 Family make_qwen3_moe_family();
+Family make_gemma2_family();  // models/gemma2
+Family make_gemma3_family();  // models/gemma3
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
                                            make_qwen3_next_family(),  make_deepseek_v3_family(),
                                            make_kimi_k2_family(),     make_kimi_linear_family(),
-                                           make_qwen3_moe_family()};
+                                           make_qwen3_moe_family(),   make_gemma2_family(),
+                                           make_gemma3_family()};
   return fams;
 }
 
@@ -197,7 +202,7 @@ HFConfig config_to_hf(const TransformerConfig& c) {
     h.extra["linear_head_dim"] = c.linear_key_head_dim;
     h.extra["linear_conv_kernel_dim"] = c.linear_conv_kernel_dim;
     h.extra["num_experts"] = c.num_experts;
-  } else if (!c.layer_types.empty()) {
+  } else if (std::find(c.layer_types.begin(), c.layer_types.end(), "linear_attention") != c.layer_types.end()) {
     h.extra["layer_types"] = c.layer_types;
     h.extra["linear_num_key_heads"] = c.linear_num_key_heads;
     h.extra["linear_num_value_heads"] = c.linear_num_value_heads;
@@ -260,10 +265,28 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"moe.shared_experts.w2.weight", "mlp.shared_experts.down_proj.weight"},
       {"moe.shared_experts.w3.weight", "mlp.shared_experts.up_proj.weight"},
       {"moe.expert_bias", "mlp.gate.e_score_correction_bias"},
+      {"attention.sinks", "self_attn.sinks"},
       {"attention_norm.weight", "input_layernorm.weight"},
       {"ffn_norm.weight", "post_attention_layernorm.weight"},
   };
   return m;
+}
+// Blocks with post-norms (Gemma 2 / OLMo 2) name their norms differently in HF: the
+// attention output's norm takes post_attention_layernorm, the pre-feed-forward norm is
+// pre_feedforward_layernorm. Looked up before layer_map for a model that has them.
+const std::vector<std::pair<std::string, std::string>>& post_norm_map() {
+  static const std::vector<std::pair<std::string, std::string>> m = {
+      {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+      {"attention_post_norm.weight", "post_attention_layernorm.weight"},
+      {"ffn_post_norm.weight", "post_feedforward_layernorm.weight"},
+  };
+  return m;
+}
+// Whether the model's blocks have post-norms (parameter layers.{l}.attention_post_norm).
+bool has_post_norms(const nn::Module& model) {
+  for (auto& [name, p] : model.named_parameters())
+    if (name.find(".attention_post_norm.") != std::string::npos) return true;
+  return false;
 }
 const std::vector<std::pair<std::string, std::string>>& top_map() {
   static const std::vector<std::pair<std::string, std::string>> m = {
@@ -284,23 +307,37 @@ bool split_layer(const std::string& name, const std::string& prefix, std::string
 }
 }  // namespace
 
-std::string to_hf_name(const std::string& n) {
+namespace {
+std::string to_hf_name(const std::string& n, bool post_norms) {
   for (auto& [a, b] : top_map())
     if (n == a) return b;
   std::string idx, rest;
-  if (split_layer(n, "layers.", idx, rest))
+  if (split_layer(n, "layers.", idx, rest)) {
+    if (post_norms)
+      for (auto& [a, b] : post_norm_map())
+        if (rest == a) return "model.layers." + idx + "." + b;
     for (auto& [a, b] : layer_map())
       if (rest == a) return "model.layers." + idx + "." + b;
+    for (auto& [a, b] : post_norm_map())
+      if (rest == a) return "model.layers." + idx + "." + b;
+  }
   fail("state-dict adapter: titan parameter '{}' has no Hugging Face name", n);
 }
+}  // namespace
+
+std::string to_hf_name(const std::string& n) { return to_hf_name(n, false); }
 
 std::string from_hf_name(const std::string& n) {
   for (auto& [a, b] : top_map())
     if (n == b) return a;
   std::string idx, rest;
-  if (split_layer(n, "model.layers.", idx, rest))
+  if (split_layer(n, "model.layers.", idx, rest)) {
+    if (rest == "pre_feedforward_layernorm.weight" || rest == "post_feedforward_layernorm.weight")
+      for (auto& [a, b] : post_norm_map())
+        if (rest == b) return "layers." + idx + "." + a;
     for (auto& [a, b] : layer_map())
       if (rest == b) return "layers." + idx + "." + a;
+  }
   fail("state-dict adapter: Hugging Face tensor '{}' has no titan counterpart", n);
 }
 
@@ -364,6 +401,7 @@ void load_grouped(Tensor p, const std::string& prefix, int which, const std::map
 void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf,
                         const std::string& source) {
   autograd::NoGradGuard ng;
+  const bool post = has_post_norms(model);
   for (auto& [name, p] : model.named_parameters()) {
     std::string prefix;
     int which = 0;
@@ -371,7 +409,7 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
       load_grouped(p, prefix, which, hf, source);
       continue;
     }
-    const std::string hn = to_hf_name(name);
+    const std::string hn = to_hf_name(name, post);
     auto it = hf.find(hn);
     if (it == hf.end() && name == "tok_embeddings.weight") {
       // Some tied checkpoints store only lm_head.
@@ -389,6 +427,7 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
 
 std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
   std::map<std::string, Tensor> out;
+  const bool post = has_post_norms(model);
   for (auto& [name, p] : model.named_parameters()) {
     std::string prefix;
     int which = 0;
@@ -403,7 +442,7 @@ std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
                 "hf_state_dict: parameter '{}' has shape {}: the model's weights were repacked for "
                 "inference (Decoder::repack_for_decode) and cannot be saved",
                 name, shape_str(p.shape()));
-    out[to_hf_name(name)] = p.detach();
+    out[to_hf_name(name, post)] = p.detach();
   }
   for (auto& [name, b] : model.named_buffers()) out[to_hf_name(name)] = b;
   return out;

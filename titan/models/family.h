@@ -37,7 +37,10 @@ HFConfig config_to_hf(const TransformerConfig& cfg);
 
 // State-dict adapter. titan name <-> HF name, e.g.
 //   layers.3.attention.wq.weight <-> model.layers.3.self_attn.q_proj.weight.
-// Throws titan::Error naming the key when it has no counterpart.
+// Throws titan::Error naming the key when it has no counterpart. A block with
+// post-norms (Gemma 2) maps ffn_norm to pre_feedforward_layernorm and
+// attention_post_norm to post_attention_layernorm: load_hf_state_dict and hf_state_dict
+// do so for such a model; to_hf_name alone gives the pre-norm block's names.
 std::string to_hf_name(const std::string& titan_name);
 std::string from_hf_name(const std::string& hf_name);
 

@@ -115,6 +115,11 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
                                             *s.tok);
   const TaskSpec& t = s.rollouter->task();
   s.policy = initial_policy(job, s.tok->vocab_size(), s.init_desc);
+  // The policy update's logprobs run the fused LM-head kernel (titan::logprobs), which
+  // has no soft-cap.
+  TITAN_CHECK(s.policy->config().final_logit_softcapping == 0,
+              "titan rl: final_logit_softcapping = {} is not supported (the policy update's fused logprobs have no "
+              "soft-cap)", s.policy->config().final_logit_softcapping);
   s.policy->set_compute_bf16(job.model.compute_dtype == config::ComputeDType::bf16);
   s.gen = copy_of(*s.policy);
   if (rl.kl_coef > 0) {

@@ -195,6 +195,9 @@ void Trainer::build() {
   distributed::TensorParallel::check_model(mcfg, shape.tp, job_.parallelism.enable_sequence_parallel,
                                            job_.training.seq_len);
   distributed::ContextParallel::check_model(mcfg, shape.cp);
+  TITAN_CHECK(shape.pp == 1 || mcfg.final_logit_softcapping == 0,
+              "parallelism.pipeline_parallel_degree={}: final_logit_softcapping is not supported with pipeline "
+              "parallelism", shape.pp);
   distributed::PipelinePlan pplan =
       distributed::plan_pipeline(job_, shape.pp, mcfg.num_hidden_layers, mcfg.tie_word_embeddings);
   loader_rows_ = shape.pp > 1 ? pplan.microbatch_size : job_.training.local_batch_size;
@@ -366,8 +369,7 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     }
     Tensor hidden = model_->forward(b.input);
     Tensor l = tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets)
-                   : linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum,
-                                          /*expected_grad=*/inv_valid);
+                   : model_->loss_sum(hidden, b.targets, /*expected_grad=*/inv_valid);
     losses.push_back(l.item<double>());
     scale(l, inv_valid).backward();
     if (tp_ && fsdp_) tp_->reduce_partial_grads();  // FSDP takes each microbatch's full gradients
@@ -438,8 +440,7 @@ double Trainer::evaluate() {
       continue;
     }
     Tensor hidden = model_->forward(b.input);
-    sum += (tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets)
-                : linear_cross_entropy(hidden, model_->lm_head_weight(), b.targets, -100, 0.0, Reduction::sum))
+    sum += (tp_ ? tp_->loss(hidden, model_->lm_head_weight(), b.targets) : model_->loss_sum(hidden, b.targets))
                .item<double>();
   }
   if (fsdp_) fsdp_->reshard_all();

@@ -30,7 +30,8 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
   switch (spec.ffn) {
     case FfnKind::dense:
       feed_forward = register_module(
-          "feed_forward", std::make_unique<FeedForward>(cfg.hidden_size, cfg.intermediate_size, layer_id));
+          "feed_forward", std::make_unique<FeedForward>(cfg.hidden_size, cfg.intermediate_size, layer_id,
+                                                        cfg.hidden_act == "gelu_pytorch_tanh"));
       ffn = feed_forward;
       break;
     case FfnKind::moe:
@@ -38,17 +39,33 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       ffn = moe;
       break;
   }
-  attention_norm = register_module("attention_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
-  ffn_norm = register_module("ffn_norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
+  auto make_norm = [&] { return std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset); };
+  if (cfg.pre_norms) {
+    attention_norm = register_module("attention_norm", make_norm());
+    ffn_norm = register_module("ffn_norm", make_norm());
+  }
+  if (cfg.post_norms) {
+    attention_post_norm = register_module("attention_post_norm", make_norm());
+    ffn_post_norm = register_module("ffn_post_norm", make_norm());
+  }
 }
+
+namespace {
+// norm(x) through nn::call_forward, or x when the norm is absent.
+Tensor apply_norm(const RMSNorm* norm, const Tensor& x) {
+  if (!norm) return x;
+  return nn::call_forward(*norm, [&] { return norm->forward(x); });
+}
+}  // namespace
 
 Tensor TransformerBlock::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
   // Each part runs through nn::call_forward, so that a hook can act on its output
   // (tensor parallelism: titan/distributed/tensor_parallel.h).
-  Tensor a = nn::call_forward(*attention_norm, [&] { return attention_norm->forward(x); });
-  Tensor h = add(x, nn::call_forward(*mixer, [&] { return mixer->forward(a, batch, cache); }));
-  Tensor f = nn::call_forward(*ffn_norm, [&] { return ffn_norm->forward(h); });
-  return add(h, nn::call_forward(*ffn, [&] { return ffn->forward(f, batch, cache); }));
+  Tensor a = apply_norm(attention_norm, x);
+  Tensor h = add(x, apply_norm(attention_post_norm,
+                               nn::call_forward(*mixer, [&] { return mixer->forward(a, batch, cache); })));
+  Tensor f = apply_norm(ffn_norm, h);
+  return add(h, apply_norm(ffn_post_norm, nn::call_forward(*ffn, [&] { return ffn->forward(f, batch, cache); })));
 }
 
 LayerCacheSpec TransformerBlock::cache_spec(int block_size) const {

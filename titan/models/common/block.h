@@ -17,6 +17,9 @@ namespace titan::models {
 class MoE;  // titan/models/ffn/moe.h
 
 // Pre-norm block: h = x + mixer(attention_norm(x)); out = h + ffn(ffn_norm(h)).
+// With cfg.post_norms (Gemma 2 sandwich, OLMo 2) the branch outputs are normed too:
+// h = x + attention_post_norm(mixer(.)), out = h + ffn_post_norm(ffn(.)); with
+// cfg.pre_norms off (OLMo 2) attention_norm / ffn_norm are absent (identity).
 class TransformerBlock : public nn::Module {
  public:
   TransformerBlock(const TransformerConfig& cfg, const LayerSpec& spec, int layer_id,
@@ -30,7 +33,8 @@ class TransformerBlock : public nn::Module {
   const LayerSpec spec;
   Mixer* mixer;
   FeedForwardBase* ffn;
-  RMSNorm *attention_norm, *ffn_norm;
+  RMSNorm *attention_norm = nullptr, *ffn_norm = nullptr;            // null without cfg.pre_norms
+  RMSNorm *attention_post_norm = nullptr, *ffn_post_norm = nullptr;  // null without cfg.post_norms
   // Typed views of mixer / ffn (null when the layer has another kind).
   Attention* attention = nullptr;
   GatedDeltaNet* gdn = nullptr;

@@ -83,6 +83,27 @@ struct TransformerConfig {
   bool attn_output_gate = false;       // q_proj also yields a per-head gate: out *= sigmoid(gate)
   bool norm_unit_offset = false;       // RMSNorm weights applied as (1 + w), stored as w (init 0)
 
+  // ---- attention variants (Gemma 2, gpt-oss, Llama 4; docs/model-layout.md).
+  // layer_types may also say "sliding_attention" (a gqa layer
+  // with a sliding_window-token window) next to "full_attention"; with layer_types empty
+  // sliding_window applies to every gqa layer (Mistral).
+  double attn_logit_softcapping = 0.0;   // attention scores s -> cap * tanh(s / cap); 0 = off
+  double final_logit_softcapping = 0.0;  // LM logits z -> cap * tanh(z / cap); 0 = off
+  double query_pre_attn_scalar = 0.0;    // attention scale query_pre_attn_scalar^-1/2 (Gemma); 0 = head_dim
+  bool attention_sinks = false;          // gpt-oss: one learned sink logit per query head (self_attn.sinks)
+  bool pre_norms = true;                 // attention_norm / ffn_norm before mixer and feed-forward
+  bool post_norms = false;               // Gemma 2 / OLMo 2: RMSNorm of the mixer's and feed-forward's outputs
+  double embedding_multiplier = 1.0;     // token embeddings scaled by this (Gemma: sqrt(hidden_size))
+  double rope_local_base_freq = 0.0;     // RoPE theta of the sliding-window layers (Gemma 3); 0 = rope_theta
+  std::string hidden_act = "silu";       // gated feed-forward activation: silu | gelu_pytorch_tanh (Gemma)
+  // Llama 4 iRoPE: no_rope_layers[l] = 1 where layer l uses RoPE, 0 for a NoPE layer
+  // (empty: every layer RoPE). attn_temperature_tuning scales a NoPE layer's queries
+  // at position p by 1 + attn_scale * log(1 + floor((p + 1) / floor_scale)).
+  std::vector<int64_t> no_rope_layers;
+  bool attn_temperature_tuning = false;
+  double floor_scale = 8192.0;
+  double attn_scale = 0.1;
+
   // ---- Multi-head Latent Attention (DeepSeek-V2/V3, Kimi K2; models/mixers/mla.h).
   // kv_lora_rank > 0 makes every layer an MLA layer: queries through a q_lora_rank
   // bottleneck (0 = HF null: one q_proj), keys/values from a kv_lora_rank latent plus a
@@ -98,6 +119,11 @@ struct TransformerConfig {
   bool is_mla() const { return kv_lora_rank > 0; }
   // Whether layer l is a Gated DeltaNet layer (layer_types[l] == "linear_attention").
   bool is_linear_attention_layer(int64_t l) const;
+  // Layer l's attention window: sliding_window where layer_types[l] is
+  // "sliding_attention" (or every layer when layer_types is empty), else 0.
+  int64_t layer_window(int64_t l) const;
+  // Whether layer l applies RoPE (no_rope_layers[l] != 0, or no_rope_layers empty).
+  bool layer_uses_rope(int64_t l) const;
   // RoPE dims per head: head_dim * partial_rotary_factor.
   int64_t rotary_dim() const;
   // Whether layer l uses the MoE feed-forward (false for every layer when !is_moe()).

@@ -97,9 +97,13 @@ void TransformerConfig::validate() const {
                 num_hidden_layers);
     bool any_linear = false;
     for (size_t l = 0; l < layer_types.size(); ++l) {
-      TITAN_CHECK(layer_types[l] == "full_attention" || layer_types[l] == "linear_attention",
+      TITAN_CHECK(layer_types[l] == "full_attention" || layer_types[l] == "linear_attention" ||
+                      layer_types[l] == "sliding_attention",
                   "model config: layer_types[{}] = '{}' is not a known layer type (full_attention, "
-                  "linear_attention)", l, layer_types[l]);
+                  "sliding_attention, linear_attention)", l, layer_types[l]);
+      TITAN_CHECK(layer_types[l] != "sliding_attention" || sliding_window >= 1,
+                  "model config: layer_types[{}] is sliding_attention but sliding_window = {} (must be >= 1)", l,
+                  sliding_window);
       any_linear = any_linear || layer_types[l] == "linear_attention";
     }
     if (any_linear) {
@@ -140,6 +144,33 @@ void TransformerConfig::validate() const {
     TITAN_CHECK(layer_types.empty(), "model config: layer_types is not supported with MLA (kv_lora_rank = {})",
                 kv_lora_rank);
   }
+  TITAN_CHECK(sliding_window >= 0, "model config: sliding_window must be >= 1 (or 0 = off), got {}", sliding_window);
+  TITAN_CHECK(attn_logit_softcapping >= 0 && std::isfinite(attn_logit_softcapping),
+              "model config: attn_logit_softcapping must be >= 0 (0 = off), got {}", attn_logit_softcapping);
+  TITAN_CHECK(final_logit_softcapping >= 0 && std::isfinite(final_logit_softcapping),
+              "model config: final_logit_softcapping must be >= 0 (0 = off), got {}", final_logit_softcapping);
+  TITAN_CHECK(query_pre_attn_scalar >= 0 && std::isfinite(query_pre_attn_scalar),
+              "model config: query_pre_attn_scalar must be > 0 (or 0 = head_dim), got {}", query_pre_attn_scalar);
+  TITAN_CHECK(rope_local_base_freq >= 0 && std::isfinite(rope_local_base_freq),
+              "model config: rope_local_base_freq must be > 0 (or 0 = rope_theta), got {}", rope_local_base_freq);
+  TITAN_CHECK(embedding_multiplier > 0 && std::isfinite(embedding_multiplier),
+              "model config: embedding_multiplier must be > 0, got {}", embedding_multiplier);
+  TITAN_CHECK(hidden_act == "silu" || hidden_act == "gelu_pytorch_tanh",
+              "model config: hidden_act '{}' is not supported (silu, gelu_pytorch_tanh)", hidden_act);
+  TITAN_CHECK(pre_norms || post_norms, "model config: pre_norms and post_norms are both off (a block needs one)");
+  TITAN_CHECK(no_rope_layers.empty() || static_cast<int64_t>(no_rope_layers.size()) == num_hidden_layers,
+              "model config: no_rope_layers has {} entries, num_hidden_layers is {}", no_rope_layers.size(),
+              num_hidden_layers);
+  for (size_t l = 0; l < no_rope_layers.size(); ++l)
+    TITAN_CHECK(no_rope_layers[l] == 0 || no_rope_layers[l] == 1,
+                "model config: no_rope_layers[{}] = {} must be 0 (NoPE) or 1 (RoPE)", l, no_rope_layers[l]);
+  TITAN_CHECK(floor_scale >= 1 && std::isfinite(floor_scale), "model config: floor_scale must be >= 1, got {}",
+              floor_scale);
+  TITAN_CHECK(std::isfinite(attn_scale), "model config: attn_scale must be finite, got {}", attn_scale);
+  if (is_mla())
+    TITAN_CHECK(!attention_sinks && attn_logit_softcapping == 0 && sliding_window == 0,
+                "model config: attention_sinks, attn_logit_softcapping and sliding_window are not supported with "
+                "MLA (kv_lora_rank = {})", kv_lora_rank);
   if (rope_scaling.factor > 0)
     TITAN_CHECK(rope_scaling.rope_type == "llama3" || rope_scaling.rope_type == "yarn",
                 "model config: rope_scaling.rope_type '{}' is not supported (llama3, yarn)", rope_scaling.rope_type);
@@ -156,8 +187,10 @@ int64_t TransformerConfig::num_params() const {
   if (attention_bias) attn += (num_attention_heads + 2 * num_key_value_heads) * head_dim;
   if (qk_norm) attn += 2 * head_dim;
   if (attn_output_gate) attn += D * num_attention_heads * head_dim;
+  if (attention_sinks) attn += num_attention_heads;
   int64_t n = vocab_size * D + D;
-  for (int64_t l = 0; l < L; ++l) n += mixer_params(*this, l, attn) + 2 * D + ffn_params(*this, l, /*active=*/false);
+  const int64_t norms = ((pre_norms ? 2 : 0) + (post_norms ? 2 : 0)) * D;
+  for (int64_t l = 0; l < L; ++l) n += mixer_params(*this, l, attn) + norms + ffn_params(*this, l, /*active=*/false);
   if (!tie_word_embeddings) n += vocab_size * D;
   return n;
 }
@@ -186,11 +219,13 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
     matmul += static_cast<double>(mixer_params(*this, l, attn));
     // Softmax attention: 2·Dh per head per key over seq_len keys (QKᵀ and PV);
     // Gated DeltaNet: ~4 passes over the (Dk, Dv) state per value head.
-    // MLA: QKᵀ over nope + rope dims, PV over v_head_dim.
+    // MLA: QKᵀ over nope + rope dims, PV over v_head_dim. A sliding-window layer visits
+    // at most sliding_window keys.
     mix += is_linear_attention_layer(l)
                ? 4.0 * linear_num_value_heads * linear_key_head_dim * linear_value_head_dim
            : is_mla() ? num_attention_heads * static_cast<double>(qk_nope_head_dim + qk_rope_head_dim + v_head_dim) * seq_len
-                      : num_attention_heads * 2.0 * head_dim * seq_len;
+                      : num_attention_heads * 2.0 * head_dim *
+                            static_cast<double>(layer_window(l) > 0 ? std::min(seq_len, layer_window(l)) : seq_len);
   }
   return 6.0 * matmul + 6.0 * mix;
 }
@@ -218,11 +253,20 @@ Decoder::Decoder(const TransformerConfig& cfg) : cfg_(cfg) {
   cfg_.validate();
   tok_embeddings = register_module("tok_embeddings", std::make_unique<Embedding>(cfg.vocab_size, cfg.hidden_size));
   rope_ = std::make_shared<const RopeCache>(build_rope_tables(cfg_));
+  if (cfg_.rope_local_base_freq > 0) {
+    TransformerConfig local = cfg_;
+    local.rope_theta = cfg_.rope_local_base_freq;
+    local.rope_scaling = RopeScaling{};  // Gemma 3: the local layers' RoPE is unscaled
+    rope_local_ = std::make_shared<const RopeCache>(build_rope_tables(local));
+  }
   specs_ = models::layer_specs(cfg_);
-  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l)
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerSpec& spec = specs_[static_cast<size_t>(l)];
     layers.push_back(register_module(
         "layers." + std::to_string(l),
-        std::make_unique<TransformerBlock>(cfg_, specs_[static_cast<size_t>(l)], static_cast<int>(l), rope_)));
+        std::make_unique<TransformerBlock>(cfg_, spec, static_cast<int>(l),
+                                           rope_local_ && spec.window > 0 ? rope_local_ : rope_)));
+  }
   norm = register_module("norm", std::make_unique<RMSNorm>(cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_unit_offset));
   if (!cfg.tie_word_embeddings)
     output = register_module("output", std::make_unique<Linear>(cfg.hidden_size, cfg.vocab_size, false));
@@ -260,12 +304,28 @@ Tensor Decoder::lm_head_weight() const {
   return lm_head();
 }
 
+namespace {
+// Gemma 2's final logit soft-cap: cap * tanh(z / cap).
+Tensor softcap_logits(const Tensor& z, double cap) { return scale(tanh(scale(z, 1.0 / cap)), cap); }
+}  // namespace
+
 Tensor Decoder::logits(const Tensor& hidden) const {
-  return lm_head_repacked() ? linear_panels(hidden, lm_head(), cfg_.vocab_size)
-                            : linear(hidden, lm_head());
+  Tensor z = lm_head_repacked() ? linear_panels(hidden, lm_head(), cfg_.vocab_size) : linear(hidden, lm_head());
+  return cfg_.final_logit_softcapping > 0 ? softcap_logits(z, cfg_.final_logit_softcapping) : z;
+}
+
+Tensor Decoder::loss_sum(const Tensor& hidden, const Tensor& targets, double expected_grad) const {
+  if (cfg_.final_logit_softcapping > 0)
+    return cross_entropy(logits(hidden), targets, -100, 0.0, Reduction::sum);
+  return linear_cross_entropy(hidden, lm_head_weight(), targets, -100, 0.0, Reduction::sum, expected_grad);
 }
 
 Tensor Decoder::logprobs(const Tensor& hidden, const Tensor& targets, double temperature) const {
+  if (cfg_.final_logit_softcapping > 0) {
+    TITAN_CHECK(std::isfinite(temperature) && temperature > 0,
+                "Decoder::logprobs: temperature must be finite and > 0, got {}", temperature);
+    return neg(cross_entropy(scale(logits(hidden), 1.0 / temperature), targets, -100, 0.0, Reduction::none));
+  }
   return lm_head_repacked()
              ? logprobs_panels(hidden, lm_head(), cfg_.vocab_size, targets, temperature)
              : titan::logprobs(hidden, lm_head(), targets, temperature);
@@ -288,6 +348,7 @@ Tensor Decoder::forward(const ForwardBatch& batch) const {
               layers.size());
   if (batch.routed_experts) batch.routed_experts->assign(layers.size(), Tensor());
   Tensor h = nn::call_forward(*tok_embeddings, [&] { return tok_embeddings->forward(batch.tokens); });
+  if (cfg_.embedding_multiplier != 1.0) h = scale(h, cfg_.embedding_multiplier);
   const Bf16ComputeScope precision(bf16_);
   for (size_t l = 0; l < layers.size(); ++l) {
     const TransformerBlock* layer = layers[l];

@@ -40,10 +40,16 @@ class Decoder : public nn::Module {
   // repacked (repack_for_decode); logits and logprobs serve both layouts.
   Tensor lm_head_weight() const;
   bool lm_head_repacked() const;
-  // logits (T, V) = hidden (T, D) · lm_head_weightᵀ, through the batch-invariant GEMM.
+  // logits (T, V) = hidden (T, D) · lm_head_weightᵀ, through the batch-invariant GEMM;
+  // with cfg.final_logit_softcapping = c > 0 (Gemma 2), c · tanh(logits / c).
   Tensor logits(const Tensor& hidden) const;
+  // The summed next-token cross-entropy of hidden (T, D) against targets (T) (-100 =
+  // ignored), scalar: linear_cross_entropy (fused, expected_grad as there), or with the
+  // final soft-cap cross_entropy(logits(hidden)) on materialised (T, V) logits.
+  Tensor loss_sum(const Tensor& hidden, const Tensor& targets, double expected_grad = 0.0) const;
   // titan::logprobs(hidden, lm_head_weight(), targets, temperature), or logprobs_panels
   // on the repacked head: the same bits either way. hidden (T, D) f32, targets (T) in [0, V).
+  // With the final soft-cap: log_softmax(logits(hidden) / temperature)[targets].
   Tensor logprobs(const Tensor& hidden, const Tensor& targets, double temperature = 1.0) const;
 
   // Initialises all parameters (by default as TorchTitan does for the family, survey
@@ -101,6 +107,7 @@ class Decoder : public nn::Module {
   bool bf16_ = false;
   std::vector<LayerSpec> specs_;
   std::shared_ptr<const RopeCache> rope_;
+  std::shared_ptr<const RopeCache> rope_local_;  // sliding-window layers' table (cfg.rope_local_base_freq)
 };
 
 }  // namespace titan::models

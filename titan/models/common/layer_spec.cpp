@@ -34,6 +34,18 @@ bool TransformerConfig::is_linear_attention_layer(int64_t l) const {
          layer_types[static_cast<size_t>(l)] == "linear_attention";
 }
 
+int64_t TransformerConfig::layer_window(int64_t l) const {
+  if (layer_types.empty()) return sliding_window;
+  return l >= 0 && l < static_cast<int64_t>(layer_types.size()) &&
+                 layer_types[static_cast<size_t>(l)] == "sliding_attention"
+             ? sliding_window
+             : 0;
+}
+
+bool TransformerConfig::layer_uses_rope(int64_t l) const {
+  return l < 0 || l >= static_cast<int64_t>(no_rope_layers.size()) || no_rope_layers[static_cast<size_t>(l)] != 0;
+}
+
 int64_t TransformerConfig::rotary_dim() const {
   return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
 }
@@ -46,8 +58,8 @@ std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
               : cfg.is_mla()                     ? MixerKind::mla
                                                  : MixerKind::gqa;
     s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
-    s.window = s.mixer == MixerKind::gqa ? cfg.sliding_window : 0;
-    s.use_rope = s.mixer == MixerKind::gqa || s.mixer == MixerKind::mla;
+    s.window = s.mixer == MixerKind::gqa ? cfg.layer_window(l) : 0;
+    s.use_rope = (s.mixer == MixerKind::gqa || s.mixer == MixerKind::mla) && cfg.layer_uses_rope(l);
     out.push_back(s);
   }
   return out;
@@ -62,6 +74,7 @@ std::string describe_layers(const std::vector<LayerSpec>& specs) {
     out += "L" + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "") + " " +
            mixer_kind_name(specs[i].mixer) + "+" + ffn_kind_name(specs[i].ffn);
     if (specs[i].window > 0) out += " window " + std::to_string(specs[i].window);
+    if (specs[i].mixer == MixerKind::gqa && !specs[i].use_rope) out += " nope";
     i = j + 1;
   }
   return out;

@@ -31,11 +31,13 @@ struct LayerSpec {
 };
 
 // One LayerSpec per layer (cfg.num_hidden_layers of them): gdn where layer_types says
-// "linear_attention", mla when cfg.is_mla(), gqa attention elsewhere, window = sliding_window (gqa layers),
-// ffn = moe where cfg.is_moe_layer(l).
+// "linear_attention", mla when cfg.is_mla(), gqa attention elsewhere; window =
+// cfg.layer_window(l) (gqa layers), use_rope = cfg.layer_uses_rope(l) (gqa and mla
+// layers), ffn = moe where cfg.is_moe_layer(l).
 std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg);
 
-// "L0 gqa+dense, L1 gqa+moe, ..." with runs collapsed ("L0-3 gqa+moe"), for logs.
+// "L0 gqa+dense, L1 gqa+moe window 4096, L2 gqa+dense nope, ..." with runs collapsed
+// ("L0-3 gqa+moe"), for logs.
 std::string describe_layers(const std::vector<LayerSpec>& specs);
 
 }  // namespace titan::models

@@ -1,16 +1,18 @@
 #include "titan/models/ffn/dense.h"
 
 #include "titan/ops/activation.h"
+#include "titan/ops/elementwise.h"
 
 namespace titan::models {
 
-FeedForward::FeedForward(int64_t dim, int64_t hidden, int layer_id) : layer_id_(layer_id) {
+FeedForward::FeedForward(int64_t dim, int64_t hidden, int layer_id, bool gelu) : layer_id_(layer_id), gelu_(gelu) {
   w1 = register_module("w1", std::make_unique<Linear>(dim, hidden, false));
   w2 = register_module("w2", std::make_unique<Linear>(hidden, dim, false));
   w3 = register_module("w3", std::make_unique<Linear>(dim, hidden, false));
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
+  if (gelu_) return w2->forward(mul(titan::gelu(w1->forward(x)), w3->forward(x)));
   return w2->forward(swiglu(w1->forward(x), w3->forward(x)));
 }
 

@@ -5,10 +5,11 @@
 namespace titan::models {
 
 // SwiGLU feed-forward: w2(silu(w1 x) * w3 x). w1, w3 (hidden, dim), w2 (dim, hidden).
+// With gelu (Gemma's GeGLU, hidden_act gelu_pytorch_tanh): w2(gelu_tanh(w1 x) * w3 x).
 class FeedForward : public FeedForwardBase {
  public:
   // layer_id: the layer it sits in (depth-scaled init), -1 outside the layer stack.
-  FeedForward(int64_t dim, int64_t hidden, int layer_id = -1);
+  FeedForward(int64_t dim, int64_t hidden, int layer_id = -1, bool gelu = false);
   // x (T, dim) -> (T, dim).
   Tensor forward(const Tensor& x) const;
   Tensor forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const override;
@@ -19,6 +20,7 @@ class FeedForward : public FeedForwardBase {
 
  private:
   int layer_id_;
+  bool gelu_;
 };
 
 }  // namespace titan::models

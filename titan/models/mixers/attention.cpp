@@ -1,6 +1,9 @@
 #include "titan/models/mixers/attention.h"
 #include "titan/models/mixers/context_parallel_attention.h"
 
+#include <cmath>
+#include <vector>
+
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
 #include "titan/ops/attention.h"
@@ -31,7 +34,12 @@ Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int la
       Dh_(cfg.head_dim),
       window_(spec.window),
       use_rope_(spec.use_rope),
-      gate_(cfg.attn_output_gate) {
+      gate_(cfg.attn_output_gate),
+      scale_(cfg.query_pre_attn_scalar > 0 ? 1.0 / std::sqrt(cfg.query_pre_attn_scalar) : 0.0),
+      softcap_(cfg.attn_logit_softcapping),
+      temperature_tuning_(cfg.attn_temperature_tuning && !spec.use_rope),
+      floor_scale_(cfg.floor_scale),
+      attn_scale_(cfg.attn_scale) {
   const int64_t D = cfg.hidden_size;
   // With the output gate (Qwen3-Next) wq yields, per head, Dh query dims then Dh gate dims.
   wq = register_module("wq", std::make_unique<Linear>(D, H_ * Dh_ * (gate_ ? 2 : 1), cfg.attention_bias));
@@ -42,7 +50,23 @@ Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int la
     q_norm = register_module("q_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps, cfg.norm_unit_offset));
     k_norm = register_module("k_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps, cfg.norm_unit_offset));
   }
+  if (cfg.attention_sinks) sinks = register_parameter("sinks", Tensor::zeros({H_}));
 }
+
+namespace {
+// Llama 4 attention temperature tuning (HF Llama4TextAttention): per token, the query
+// multiplier 1 + attn_scale * log1p(floor((p + 1) / floor_scale)), computed in double
+// from the position and rounded once; (T, 1, 1) f32.
+Tensor temperature_scales(const Tensor& positions, double floor_scale, double attn_scale) {
+  const int64_t T = positions.numel();
+  const int32_t* p = positions.data<int32_t>();
+  std::vector<float> s(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t)
+    s[static_cast<size_t>(t)] = static_cast<float>(
+        1.0 + attn_scale * std::log1p(std::floor((static_cast<double>(p[t]) + 1.0) / floor_scale)));
+  return Tensor::from_vector(s, {T, 1, 1});
+}
+}  // namespace
 
 Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
   const int64_t T = x.size(0);
@@ -61,6 +85,8 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     k = k_norm->forward(k);
   }
   if (use_rope_) std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  if (temperature_tuning_)
+    q = mul(q, temperature_scales(batch.positions, floor_scale_, attn_scale_).expand({T, H_, Dh_}));
   // bf16 compute: bf16 Q/K/V (and output); scores, softmax and P·V stay fp32.
   const bool bf16 = bf16_compute();
   if (bf16) {
@@ -72,6 +98,9 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
   if (!batch.is_paged()) {
     AttentionOptions opts;
     opts.window = static_cast<int>(window_);
+    opts.scale = scale_;
+    opts.softcap = softcap_;
+    opts.sinks = sinks;
     opts.block_size = batch.attn_block_size;
     const ContextParallelAttention* cp = context_parallel_attention();
     out = cp ? cp->attention(q.contiguous(), k.contiguous(), v.contiguous(), opts)
@@ -79,6 +108,10 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
   } else {
     kc::AttentionParams params;
     params.window = static_cast<int>(window_);
+    params.scale = static_cast<float>(scale_);
+    params.softcap = static_cast<float>(softcap_);
+    Tensor sinks_c = sinks.defined() ? sinks.contiguous() : Tensor();
+    params.sinks = sinks_c.defined() ? sinks_c.data<float>() : nullptr;
     // Generator: no autograd. Write this chunk's K/V into the pages, then attend.
     TITAN_CHECK(!autograd::GradMode::enabled() || !x.requires_grad(),
                 "Attention: the paged-KV path runs without autograd (use NoGradGuard)");
@@ -121,6 +154,7 @@ void Attention::init_weights(const nn::InitContext& ctx) {
     q_norm->init_weights(ctx);
     k_norm->init_weights(ctx);
   }
+  if (sinks.defined()) nn::InitContext::constant(sinks, 0.0);
 }
 
 void Attention::repack_for_decode() {

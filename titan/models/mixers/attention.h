@@ -11,6 +11,12 @@ namespace titan::models {
 
 // Grouped-query attention with optional QK-RMSNorm (qwen3) before RoPE (rotate-half, on
 // the first cfg.rotary_dim() dims), and the optional sigmoid output gate of Qwen3-Next.
+// Variants, all config flags that reach the flash kernels on both paths
+// (kernels/cpu/attention.h): the layer's sliding window (spec.window), Gemma 2's score
+// soft-cap (cfg.attn_logit_softcapping) and scale (cfg.query_pre_attn_scalar^-1/2),
+// gpt-oss's per-head sink logits (cfg.attention_sinks: parameter `sinks` (H)), and
+// Llama 4's NoPE layers (spec.use_rope false) with attention temperature tuning
+// (queries at position p times 1 + attn_scale * log1p(floor((p + 1) / floor_scale))).
 class Attention : public Mixer {
  public:
   // rope: the decoder's shared fp32 tables (build_rope_tables), used when spec.use_rope.
@@ -28,6 +34,7 @@ class Attention : public Mixer {
   void repack_for_decode() override;
   Linear *wq, *wk, *wv, *wo;
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;
+  Tensor sinks;  // (H) f32 when cfg.attention_sinks, else undefined
 
  private:
   std::shared_ptr<const RopeCache> rope_;
@@ -35,6 +42,9 @@ class Attention : public Mixer {
   int64_t H_, Hkv_, Dh_, window_;
   bool use_rope_;
   bool gate_;  // cfg.attn_output_gate: out = attention · sigmoid(gate) before wo
+  double scale_, softcap_;          // score scale (0 = 1/sqrt(Dh)) and soft-cap (0 = off)
+  bool temperature_tuning_;         // NoPE layer with cfg.attn_temperature_tuning
+  double floor_scale_, attn_scale_;
 };
 
 }  // namespace titan::models

@@ -1,0 +1,222 @@
+// The attention variants of the shared decoder (config flags, models/common/config.h),
+// each through trainer and generator, bitwise (memcmp):
+//   window:  per-layer sliding window (layer_types sliding/full, sliding_window 8);
+//   sinks:   gpt-oss learned per-head sink logits;
+//   softcap: the Gemma 2 block: attention soft-cap, final logit soft-cap, scale
+//            query_pre_attn_scalar^-1/2, sandwich norms, gain-centred norms, GeGLU,
+//            scaled embeddings, local RoPE theta on the window layers (Gemma 3);
+//   nope:    Llama 4 iRoPE: NoPE layers between RoPE layers, attention temperature tuning;
+//   olmo2:   post-norms only (no pre-norms).
+// For each: prefill == token-by-token decode (the generator decodes every completion
+// token through the paged K/V, the trainer recomputes prompt + completion in one packed
+// forward with autograd on); chunked prefill == whole prefill; 1 thread == 2 threads;
+// prompts of 1, 7 and 257 tokens alone and together. Each flag changes the logits (it is
+// not silently ignored), and a generator-only change (the KV block size) breaks parity.
+// Backward: finite differences of a logit functional against autograd for the sink
+// logits and for a NoPE layer's query projection (temperature tuning).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "parity_util.h"
+#include "titan/autograd/node.h"
+#include "titan/core/thread_pool.h"
+#include "titan/ops/elementwise.h"
+#include "titan/ops/reduce.h"
+
+using namespace titan;
+using namespace titan::infer;
+using namespace titan::infer::testing;
+
+namespace {
+
+// 4 gqa layers over tiny_config, with one variant set.
+models::TransformerConfig variant_config(const std::string& v, bool on = true) {
+  models::TransformerConfig c = tiny_config(v == "softcap" ? "gemma2" : "llama3");
+  c.num_hidden_layers = 4;
+  c.max_position_embeddings = 512;
+  c.tie_word_embeddings = true;
+  if (!on) return c;
+  if (v == "window") {
+    c.layer_types = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    c.sliding_window = 8;
+  } else if (v == "sinks") {
+    c.attention_sinks = true;
+  } else if (v == "softcap") {
+    c.attn_logit_softcapping = 1.0;
+    c.final_logit_softcapping = 2.0;
+    c.query_pre_attn_scalar = 24;
+    c.post_norms = true;
+    c.norm_unit_offset = true;
+    c.hidden_act = "gelu_pytorch_tanh";
+    c.embedding_multiplier = 8.0;
+    c.layer_types = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    c.sliding_window = 16;
+    c.rope_local_base_freq = 100.0;
+  } else if (v == "nope") {
+    c.no_rope_layers = {1, 0, 1, 0};
+    c.attn_temperature_tuning = true;
+    c.floor_scale = 4;
+    c.attn_scale = 0.5;
+  } else if (v == "olmo2") {
+    c.pre_norms = false;
+    c.post_norms = true;
+  }
+  return c;
+}
+
+// Random init; norm gains and sink logits drawn away from their neutral init so that
+// every flag acts.
+std::unique_ptr<models::Decoder> variant_model(const models::TransformerConfig& c) {
+  auto m = std::make_unique<models::Decoder>(c);
+  m->init_weights(5);
+  autograd::NoGradGuard ng;
+  uint64_t seed = 100;
+  for (auto& [name, p] : m->named_parameters())
+    if (p.dim() == 1) {
+      Tensor r = Tensor::randn(p.shape(), seed++);
+      Tensor t = p;
+      t.copy_(name.find("sinks") != std::string::npos ? r : add(scale(r, 0.2), c.norm_unit_offset ? 0.0 : 1.0));
+    }
+  return m;
+}
+
+class VariantParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    model = variant_model(variant_config(GetParam()));
+    c = make_case();
+  }
+  std::unique_ptr<models::Decoder> model;
+  Case c;
+};
+
+TEST_P(VariantParity, TrainerLogprobsEqualGeneratorBitwise) {
+  const Result gen = run_all_at_once(*model, c, base_config());
+  ASSERT_EQ(gen.tokens.size(), 9u);
+  const auto tr = trainer_logprobs(*model, c, gen);
+  const double d = max_abs_diff(gen, tr);
+  std::printf("%s: generator (paged decode) vs trainer logprobs: max |delta| = %.1f over %zu samples\n",
+              GetParam().c_str(), d, tr.size());
+  EXPECT_EQ(d, 0.0);
+  for (size_t i = 0; i < tr.size(); ++i) EXPECT_TRUE(same_bits(gen.logprobs[i], tr[i])) << "sample " << i;
+}
+
+TEST_P(VariantParity, EngineModesAgreeBitwise) {
+  const Result all = run_all_at_once(*model, c, base_config());
+  {
+    Engine e(*model, nullptr, base_config());
+    std::vector<RequestOutput> outs;
+    for (size_t i = 0; i < c.prompts.size(); ++i) outs.push_back(std::move(e.generate({c.prompts[i]}, {c.params[i]})[0]));
+    expect_same(all, flatten(outs), "one at a time");
+  }
+  for (int64_t budget : {5, 37}) {
+    EngineConfig ec = base_config();
+    ec.max_num_batched_tokens = budget;
+    expect_same(all, run_all_at_once(*model, c, ec), "chunked prefill, budget " + std::to_string(budget));
+  }
+  const int nt = num_threads();
+  set_num_threads(nt == 1 ? 2 : 1);
+  const Result other = run_all_at_once(*model, c, base_config());
+  set_num_threads(nt);
+  expect_same(all, other, "1 vs 2 threads");
+}
+
+TEST_P(VariantParity, BatchInvariance1_7_257Tokens) {
+  Case b;
+  b.prompts = {random_tokens(1, 21), random_tokens(7, 22), random_tokens(257, 23)};
+  b.params = {sp(0.0, {}, 1, 6), sp(0.0, {}, 1, 6), sp(0.0, {}, 1, 6)};
+  const Result together = run_all_at_once(*model, b, base_config());
+  for (size_t i = 0; i < b.prompts.size(); ++i) {
+    Case one;
+    one.prompts = {b.prompts[i]};
+    one.params = {b.params[i]};
+    const Result alone = run_all_at_once(*model, one, base_config());
+    EXPECT_EQ(alone.tokens[0], together.tokens[i]) << "prompt " << i;
+    EXPECT_TRUE(same_bits(alone.logprobs[0], together.logprobs[i])) << "prompt " << i;
+  }
+  EXPECT_EQ(max_abs_diff(together, trainer_logprobs(*model, b, together)), 0.0);
+}
+
+TEST_P(VariantParity, FlagChangesTheLogits) {
+  // The same weights (by name) in the model without the variant.
+  auto base = std::make_unique<models::Decoder>(variant_config(GetParam(), /*on=*/false));
+  autograd::NoGradGuard ng;
+  const auto src = model->named_parameters();
+  for (auto& [name, p] : base->named_parameters())
+    for (auto& [n2, q] : src)
+      if (n2 == name) {
+        Tensor t = p;
+        t.copy_(q);
+      }
+  const models::ForwardBatch fb = models::make_packed_batch({random_tokens(40, 31), random_tokens(9, 32)});
+  const auto a = model->logits(model->forward(fb)).to_vector<float>();
+  const auto b = base->logits(base->forward(fb)).to_vector<float>();
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+  std::printf("%s: max |logit with - without| = %.3g\n", GetParam().c_str(), d);
+  EXPECT_GT(d, 1e-3);  // float noise of one forward is ~1e-6 here
+}
+
+TEST_P(VariantParity, GeneratorOnlyChangeBreaksParity) {
+  EngineConfig ec = base_config();
+  ec.block_size = 2 * kernels::cpu::kKvBlockSize;
+  const Result gen64 = run_all_at_once(*model, c, ec);
+  const double d = max_abs_diff(gen64, trainer_logprobs(*model, c, gen64));
+  std::printf("%s: generator KV block %d vs trainer %d: max |delta| = %.3g\n", GetParam().c_str(),
+              2 * kernels::cpu::kKvBlockSize, kernels::cpu::kKvBlockSize, d);
+  EXPECT_GT(d, 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, VariantParity, ::testing::Values("window", "sinks", "softcap", "nope", "olmo2"));
+
+// sum_t,v logits[t, v] · G[t, v] accumulated in double.
+double functional(const models::Decoder& m, const models::ForwardBatch& fb, const std::vector<float>& g) {
+  const auto z = m.logits(m.forward(fb)).to_vector<float>();
+  double s = 0;
+  for (size_t i = 0; i < z.size(); ++i) s += static_cast<double>(z[i]) * g[i];
+  return s;
+}
+
+// Central differences (step h) of `functional` against autograd for `count` entries of
+// parameter `name`.
+void finite_difference_check(const std::string& v, const std::string& name, int64_t count) {
+  auto m = variant_model(variant_config(v));
+  const models::ForwardBatch fb = models::make_packed_batch({random_tokens(40, 41), random_tokens(13, 42)});
+  const int64_t T = 53, V = 101;
+  const Tensor G = Tensor::randn({T, V}, 43);
+  const auto g = G.to_vector<float>();
+  sum(mul(m->logits(m->forward(fb)), G)).backward();
+  Tensor p;
+  for (auto& [n, q] : m->named_parameters())
+    if (n == name) p = q;
+  ASSERT_TRUE(p.defined()) << name;
+  const auto grad = p.grad().to_vector<float>();
+  autograd::NoGradGuard ng;
+  float* w = p.data<float>();
+  const double h = 1e-2;
+  double worst = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t k = (i * 7919) % p.numel();
+    const float w0 = w[k];
+    w[k] = static_cast<float>(w0 + h);
+    const double up = functional(*m, fb, g);
+    w[k] = static_cast<float>(w0 - h);
+    const double down = functional(*m, fb, g);
+    w[k] = w0;
+    const double fd = (up - down) / (2 * h);
+    const double e = std::fabs(fd - grad[static_cast<size_t>(k)]) / std::max(1.0, std::fabs(fd));
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 2e-2) << name << "[" << k << "]: finite difference " << fd << ", autograd " << grad[k];
+  }
+  std::printf("%s: %s gradient vs central differences: worst relative error %.3g\n", v.c_str(), name.c_str(), worst);
+}
+
+TEST(VariantGradients, SinkLogitsMatchFiniteDifferences) { finite_difference_check("sinks", "layers.1.attention.sinks", 4); }
+
+TEST(VariantGradients, NopeTemperatureTunedQueriesMatchFiniteDifferences) {
+  finite_difference_check("nope", "layers.1.attention.wq.weight", 4);
+}
+
+}  // namespace
