@@ -1,5 +1,6 @@
 #include "titan/models/ffn/dense.h"
 
+#include "titan/models/common/overrides.h"
 #include "titan/ops/activation.h"
 
 namespace titan::models {
@@ -11,6 +12,10 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, int layer_id) : layer_id_(
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
+  if (composed_swiglu) {
+    count_override_call("swiglu", "composed");
+    return w2->forward(composed::swiglu(w1->forward(x), w3->forward(x)));
+  }
   return w2->forward(swiglu(w1->forward(x), w3->forward(x)));
 }
 

@@ -1,5 +1,7 @@
 #include "titan/models/mixers/attention.h"
 
+#include "titan/models/common/overrides.h"
+
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
 #include "titan/ops/attention.h"
@@ -49,7 +51,13 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  if (use_rope_) std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  if (use_rope_ && composed_rope) {
+    count_override_call("rope", "composed");
+    q = composed::apply_rotary(q, batch.positions, *rope_);
+    k = composed::apply_rotary(k, batch.positions, *rope_);
+  } else if (use_rope_) {
+    std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  }
   // bf16 compute: bf16 Q/K/V (and output); scores, softmax and P·V stay fp32.
   const bool bf16 = bf16_compute();
   if (bf16) {
@@ -62,7 +70,12 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     AttentionOptions opts;
     opts.window = static_cast<int>(window_);
     opts.block_size = batch.attn_block_size;
-    out = scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    if (reference_attention) {
+      count_override_call("attention", "reference");
+      out = composed::scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    } else {
+      out = scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    }
   } else {
     kc::AttentionParams params;
     params.window = static_cast<int>(window_);

@@ -28,6 +28,9 @@ class Attention : public Mixer {
   void repack_for_decode() override;
   Linear *wq, *wk, *wv, *wo;
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;
+  // Component overrides (models/common/overrides.h): the composed reference attention
+  // instead of the flash kernel (trainer path), the composed RoPE instead of the fused one.
+  bool reference_attention = false, composed_rope = false;
 
  private:
   std::shared_ptr<const RopeCache> rope_;
