@@ -40,11 +40,11 @@ ForwardBatch batch() {
   return make_packed_batch(docs);
 }
 
-struct Run {
+struct Outputs {
   std::vector<float> logits, grad;
 };
 
-Run run(const std::vector<std::string>& overrides, std::vector<std::string>* resolved = nullptr) {
+Outputs run(const std::vector<std::string>& overrides, std::vector<std::string>* resolved = nullptr) {
   Decoder m(tiny());
   m.init_weights(3);
   std::vector<std::string> r = apply_overrides(m, overrides);
@@ -55,7 +55,7 @@ Run run(const std::vector<std::string>& overrides, std::vector<std::string>* res
   std::vector<int32_t> t(T);
   for (int64_t i = 0; i < T; ++i) t[i] = static_cast<int32_t>((i * 5 + 2) % 97);
   cross_entropy(logits, Tensor::from_vector(t, {T}), -100).backward();
-  Run out;
+  Outputs out;
   out.logits = logits.to_vector<float>();
   out.grad = m.layers[0]->ffn_norm->weight.grad().to_vector<float>();
   return out;
@@ -71,10 +71,10 @@ double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(Overrides, ReferenceAttentionTakesTheComposedPath) {
-  const Run flash = run({});
+  const Outputs flash = run({});
   const int64_t before = override_calls("attention", "reference");
   std::vector<std::string> resolved;
-  const Run ref = run({"attention=reference"}, &resolved);
+  const Outputs ref = run({"attention=reference"}, &resolved);
   EXPECT_EQ(override_calls("attention", "reference") - before, 2);  // one forward through each of 2 layers
   EXPECT_EQ(resolved, std::vector<std::string>{"attention=reference:*"});
   ASSERT_EQ(ref.logits.size(), flash.logits.size());
@@ -84,17 +84,17 @@ TEST(Overrides, ReferenceAttentionTakesTheComposedPath) {
 }
 
 TEST(Overrides, ComposedRopeOnOneLayerHasTheFusedBits) {
-  const Run fused = run({});
+  const Outputs fused = run({});
   const int64_t before = override_calls("rope", "composed");
-  const Run composed = run({"rope=composed:layers.1.*"});
+  const Outputs composed = run({"rope=composed:layers.1.*"});
   EXPECT_EQ(override_calls("rope", "composed") - before, 1);
   EXPECT_EQ(std::memcmp(fused.logits.data(), composed.logits.data(), fused.logits.size() * 4), 0);
 }
 
 TEST(Overrides, ComposedSwiglu) {
-  const Run fused = run({});
+  const Outputs fused = run({});
   const int64_t before = override_calls("swiglu", "composed");
-  const Run composed = run({"swiglu=composed:layers.0.feed_forward"});
+  const Outputs composed = run({"swiglu=composed:layers.0.feed_forward"});
   EXPECT_EQ(override_calls("swiglu", "composed") - before, 1);
   EXPECT_LT(max_rel(fused.logits, composed.logits), 1e-5);
 }

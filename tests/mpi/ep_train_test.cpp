@@ -32,6 +32,8 @@ std::vector<std::string> train_args(const std::string& recipe, const std::vector
                                 "--validation.freq=4",
                                 "--checkpoint.enable=false",
                                 "--checkpoint.export_hf=true"};
+  if (recipe != "debugmodel")  // the shipped HF config.json, found from any working directory
+    a.push_back("--model.hf_config=" + std::string(TITAN_SOURCE_DIR) + "/recipes/" + recipe + ".json");
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
