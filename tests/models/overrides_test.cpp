@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tests/util/test_files.h"
+#include "tests/util/titan_exe.h"
 #include "titan/core/error.h"
 #include "titan/models/common/decoder.h"
 #include "titan/models/common/overrides.h"
@@ -130,6 +132,28 @@ TEST(Overrides, ListNamesEveryImplementationOnce) {
   for (const OverrideInfo& o : all) defaults += o.is_default;
   EXPECT_EQ(defaults, 3);  // one default per component
   EXPECT_EQ(all.front().component, "attention");
+}
+
+// `titan train`: the run's config.toml records the resolved entries; a conflict is a
+// one-line error with exit code 2.
+TEST(Overrides, TrainRecordsThemAndRefusesConflicts) {
+  const std::string dump = test::fresh_dir("overrides_train");
+  const std::string base = "TITAN_NUM_THREADS=1 " + test::titan_exe() +
+                           " train --recipe debugmodel --training.steps=2 --lr_scheduler.warmup_steps=1 "
+                           "--validation.enabled=false --training.local_batch_size=2 --training.seq_len=32 "
+                           "--checkpoint.export_hf=false --job.dump_folder=" + dump;
+  ASSERT_EQ(std::system((base + " '--model.overrides=attention=reference:layers.0.*,rope=composed' > " + dump +
+                         "/ok.log 2>&1").c_str()),
+            0)
+      << test::file_bytes(dump + "/ok.log");
+  EXPECT_NE(test::file_bytes(dump + "/config.toml")
+                .find(R"(overrides = ["attention=reference:layers.0.*", "rope=composed:*"])"),
+            std::string::npos);
+  const int rc = std::system((base + " '--model.overrides=attention=reference,attention=flash:layers.1.*' > " + dump +
+                              "/bad.log 2>&1").c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_NE(test::file_bytes(dump + "/bad.log").find("both claim module layers.1.attention for attention"),
+            std::string::npos);
 }
 
 }  // namespace

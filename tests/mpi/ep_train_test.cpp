@@ -57,6 +57,13 @@ TEST(ExpertParallel, Qwen3MoeTwoRanksBitwiseEqualToOne) {
   expect_ep("qwen3_moe_debugmodel", 2, "ep2", {"--parallelism.expert_parallel_degree=2"});
 }
 
+TEST(ExpertParallel, Qwen3MoeTwoRanksWithActivationCheckpointBitwiseEqualToOne) {
+  // The recompute in backward runs each MoE layer's exchanges again, on every rank in
+  // the same order; activation checkpointing keeps the bits (against the plain 1-rank run).
+  expect_ep("qwen3_moe_debugmodel", 2, "ep2_ac",
+            {"--parallelism.expert_parallel_degree=2", "--training.activation_checkpoint=full"});
+}
+
 TEST(ExpertParallel, DeepseekV3TwoRanksBitwiseEqualToOne) {
   expect_ep("deepseek_v3_debugmodel", 2, "ep2", {"--parallelism.expert_parallel_degree=2"});
 }
