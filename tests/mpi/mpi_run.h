@@ -82,4 +82,52 @@ inline int run(const std::vector<std::string>& argv, const std::string& log) {
   return p.exit_code();
 }
 
+// What a `titan train` run leaves for a bitwise comparison: the per-step losses and
+// gradient norms and the validation losses of metrics.jsonl, and the final weights (the
+// HF export's model.safetensors, written by rank 0).
+struct TrainOutcome {
+  std::vector<double> loss, grad_norm, val_loss;
+  std::string weights, log;
+  int rc = -1;
+};
+
+// `titan ARGS --job.dump_folder=<fresh dir NAME>` on np ranks (0: one process).
+inline TrainOutcome run_titan_train(int np, const std::string& name, const std::vector<std::string>& args) {
+  const std::string dump = fresh_dir(name);
+  std::vector<std::string> a = args;
+  a.push_back("--job.dump_folder=" + dump);
+  TrainOutcome r;
+  r.rc = run(titan_argv(np, a), dump + "/log.txt");
+  r.log = file_bytes(dump + "/log.txt");
+  if (r.rc != 0) return r;
+  for (const auto& row : read_metrics(dump)) {
+    if (row.contains("loss")) {
+      r.loss.push_back(row["loss"].get<double>());
+      r.grad_norm.push_back(row["grad_norm"].get<double>());
+    }
+    if (row.contains("val_loss")) r.val_loss.push_back(row["val_loss"].get<double>());
+  }
+  r.weights = file_bytes(dump + "/hf/model.safetensors");
+  return r;
+}
+
+// memcmp of every loss, gradient norm, validation loss and of the final weights.
+inline void expect_same_training(const TrainOutcome& one, const TrainOutcome& many, size_t steps,
+                                 const std::string& what) {
+  ASSERT_EQ(one.rc, 0) << one.log;
+  ASSERT_EQ(many.rc, 0) << what << ": " << many.log;
+  ASSERT_EQ(one.loss.size(), steps) << one.log;
+  ASSERT_EQ(many.loss.size(), one.loss.size()) << what;
+  for (size_t i = 0; i < one.loss.size(); ++i) {
+    EXPECT_TRUE(same_bits(one.loss[i], many.loss[i])) << what << " step " << i + 1 << ": " << one.loss[i] << " vs "
+                                                      << many.loss[i];
+    EXPECT_TRUE(same_bits(one.grad_norm[i], many.grad_norm[i]))
+        << what << " step " << i + 1 << " grad_norm: " << one.grad_norm[i] << " vs " << many.grad_norm[i];
+  }
+  ASSERT_EQ(many.val_loss.size(), one.val_loss.size()) << what;
+  for (size_t i = 0; i < one.val_loss.size(); ++i) EXPECT_TRUE(same_bits(one.val_loss[i], many.val_loss[i])) << what;
+  ASSERT_FALSE(one.weights.empty());
+  EXPECT_TRUE(one.weights == many.weights) << what << ": final weights differ";
+}
+
 }  // namespace titan::test

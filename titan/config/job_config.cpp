@@ -132,6 +132,7 @@ void validate_parallelism(const ParallelismConfig& p) {
   positive(p.tensor_parallel_degree, "parallelism.tensor_parallel_degree");
   positive(p.pipeline_parallel_degree, "parallelism.pipeline_parallel_degree");
   positive(p.context_parallel_degree, "parallelism.context_parallel_degree");
+  positive(p.expert_parallel_degree, "parallelism.expert_parallel_degree");
   positive(p.pipeline_parallel_microbatch_size, "parallelism.pipeline_parallel_microbatch_size");
   const std::string& s = p.pipeline_parallel_schedule;
   TITAN_CHECK(s == "GPipe" || s == "1F1B" || s == "Interleaved1F1B",

@@ -45,6 +45,7 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(std::string, hf_config, "", "Hugging Face config.json; when set, the model shape is read from it instead of the fields below") \
   X(std::string, tokenizer_path, "", "HF tokenizer.json or SentencePiece .model; empty = byte-level tokens (V=256)") \
   X(std::vector<std::string>, transforms, {}, "model-config transforms applied in order after recipe, TOML and CLI (titan train --list-transforms)") \
+  X(std::vector<std::string>, overrides, {}, "component overrides component=impl[:glob of module paths], e.g. attention=reference:layers.0.* (titan train --list-overrides); resolved to component=impl:glob") \
   X(std::vector<std::string>, applied_transforms, {}, "transforms already applied to this config, in order (recorded by resolve_config, not re-run)") \
   X(ComputeDType, compute_dtype, ComputeDType::f32, "compute dtype of matmul inputs and activations (f32 accumulation; master weights stay f32)") \
   X(int64_t, vocab_size, 0, "vocabulary size V (embedding and lm_head rows); 0 = the tokenizer's size") \
@@ -185,7 +186,8 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(std::string, pipeline_parallel_schedule, "1F1B", "pipeline schedule: GPipe | 1F1B | Interleaved1F1B")  \
   X(int64_t, pipeline_parallel_microbatch_size, 1, "rows per pipeline microbatch")                         \
   X(int64_t, pipeline_parallel_layers_per_stage, 0, "layers per pipeline stage, the embedding and the LM head counting one each (TorchTitan's); 0 = 1 stage per rank, 2 for Interleaved1F1B") \
-  X(int, context_parallel_degree, 1, "cp: ranks splitting each sequence (head-tail balanced for causal attention)")
+  X(int, context_parallel_degree, 1, "cp: ranks splitting each sequence (head-tail balanced for causal attention)") \
+  X(int, expert_parallel_degree, 1, "ep: ranks sharding the routed experts of MoE layers (carved from dp_shard × cp; tokens dispatched by all-to-all)")
 
 struct JobSection { TITAN_CONFIG_BODY(JobSection, TITAN_JOB_FIELDS) };
 struct ModelConfig { TITAN_CONFIG_BODY(ModelConfig, TITAN_MODEL_FIELDS) };

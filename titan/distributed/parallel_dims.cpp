@@ -1,5 +1,7 @@
 #include "titan/distributed/parallel_dims.h"
 
+#include <fmt/format.h>
+
 #include "titan/core/error.h"
 
 namespace titan::distributed {
@@ -42,6 +44,15 @@ MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, co
               "training.seq_len={} must be divisible by 2 × parallelism.context_parallel_degree = {} "
               "(each cp rank takes one head and one tail chunk)",
               job.training.seq_len, 2 * s.cp);
+  s.ep = p.expert_parallel_degree;
+  TITAN_CHECK(s.ep % s.cp == 0 && (int64_t{s.dp_shard} * s.cp) % s.ep == 0,
+              "parallelism.expert_parallel_degree={} must be a multiple of context_parallel_degree ({}) and divide "
+              "data_parallel_shard_degree × context_parallel_degree = {} (ep is carved from them)",
+              s.ep, s.cp, int64_t{s.dp_shard} * s.cp);
+  TITAN_CHECK(s.ep == 1 || (m.num_experts > 0 && m.num_experts % s.ep == 0),
+              "parallelism.expert_parallel_degree={} {}", s.ep,
+              m.num_experts > 0 ? fmt::format("does not divide the model's {} routed experts", m.num_experts)
+                                : std::string("needs a mixture-of-experts model (this model has no routed experts)"));
   const int64_t dp = int64_t{s.dp_replicate} * s.dp_shard;
   int64_t per_micro = 0;
   TITAN_CHECK(!__builtin_mul_overflow(job.training.local_batch_size, dp, &per_micro),
@@ -64,6 +75,9 @@ void refuse_unimplemented(const MeshShape& s) {
               "pipeline_parallel_degree={}: context parallelism together with tensor or pipeline parallelism is not "
               "supported (it composes with FSDP/HSDP)",
               s.cp, s.tp, s.pp);
+  TITAN_CHECK(s.ep == 1 || (s.tp == 1 && s.pp == 1),
+              "parallelism.expert_parallel_degree={} with tensor_parallel_degree={} / pipeline_parallel_degree={}: "
+              "expert parallelism composes with data parallelism (FSDP/HSDP) only", s.ep, s.tp, s.pp);
 }
 
 void require_single_rank(const config::JobConfig& job, int world_size, const char* command) {
@@ -72,7 +86,8 @@ void require_single_rank(const config::JobConfig& job, int world_size, const cha
   for (auto [v, key] : {std::pair{p.data_parallel_replicate_degree, "data_parallel_replicate_degree"},
                         std::pair{p.tensor_parallel_degree, "tensor_parallel_degree"},
                         std::pair{p.pipeline_parallel_degree, "pipeline_parallel_degree"},
-                        std::pair{p.context_parallel_degree, "context_parallel_degree"}})
+                        std::pair{p.context_parallel_degree, "context_parallel_degree"},
+                        std::pair{p.expert_parallel_degree, "expert_parallel_degree"}})
     TITAN_CHECK(v == 1, "{} runs on one rank: parallelism.{}={} is not supported", command, key, v);
   TITAN_CHECK(p.data_parallel_shard_degree == 1 || p.data_parallel_shard_degree == -1,
               "{} runs on one rank: parallelism.data_parallel_shard_degree={} is not supported", command,

@@ -13,6 +13,7 @@ namespace titan::distributed {
 // The model sizes a layout must divide.
 struct ModelDims {
   int64_t n_layers = 1, n_heads = 1, n_kv_heads = 1, ffn_hidden_dim = 1, vocab_size = 1;
+  int64_t num_experts = 0;  // routed experts of the MoE layers (0 = dense)
 };
 
 // Resolves data_parallel_shard_degree = -1 (world_size / the other degrees) and checks:
@@ -20,13 +21,15 @@ struct ModelDims {
 //  - tp divides n_heads, n_kv_heads, ffn_hidden_dim and vocab_size;
 //  - pp <= n_layers;
 //  - training.seq_len is divisible by 2 × cp (head-tail load balancing);
+//  - expert_parallel_degree (ep) is a multiple of cp dividing dp_shard × cp, and
+//    divides num_experts (ep > 1 needs experts);
 //  - training.global_batch_size is a multiple of local_batch_size × dp (dp_replicate × dp_shard).
 // Throws titan::Error naming the key(s) and values.
 MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, const ModelDims& model);
 
 // Refuses, with a one-line titan::Error, the degrees `titan train` does not implement
-// (tensor parallelism inside pipeline stages, and context parallelism with tensor or
-// pipeline parallelism), so that no
+// (tensor parallelism inside pipeline stages, context parallelism with tensor or
+// pipeline parallelism, and expert parallelism with tensor or pipeline parallelism), so that no
 // degree is accepted and then ignored.
 void refuse_unimplemented(const MeshShape& shape);
 

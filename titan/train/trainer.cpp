@@ -22,6 +22,8 @@
 #include "titan/core/philox.h"
 #include "titan/data/token_cache.h"
 #include "titan/distributed/context_parallel.h"
+#include "titan/distributed/expert_parallel.h"
+#include "titan/models/common/overrides.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/parallel_dims.h"
 #include "titan/distributed/tensor_parallel.h"
@@ -188,7 +190,7 @@ void Trainer::build() {
   auto mcfg = model_config_from_job(job_, tok_->vocab_size());
   // The layout, checked the same way on every rank before any work.
   const distributed::ModelDims dims{mcfg.num_hidden_layers, mcfg.num_attention_heads, mcfg.num_key_value_heads,
-                                    mcfg.intermediate_size, mcfg.vocab_size};
+                                    mcfg.intermediate_size, mcfg.vocab_size, mcfg.num_experts};
   auto world = distributed::world();
   const distributed::MeshShape shape = distributed::resolve_parallel_dims(job_, world->size(), dims);
   distributed::refuse_unimplemented(shape);
@@ -205,10 +207,6 @@ void Trainer::build() {
   rank0_ = world->rank() == 0;
   // Context parallelism folds cp into FSDP (parameters sharded over dp_shard × cp).
   const bool sharded = mesh_->dp_size() > 1 || shape.cp > 1;
-  TITAN_CHECK(mcfg.load_balance_coeff == 0.0 || world->size() == 1,
-              "load_balance_coeff = {} on {} ranks is not supported: each rank would update the routers' expert "
-              "bias from its own expert loads, and the copies would drift apart",
-              mcfg.load_balance_coeff, world->size());
   if (shape.cp > 1) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with parallelism.context_parallel_degree={} is not supported (Muon "
@@ -224,6 +222,10 @@ void Trainer::build() {
                 shape.cp);
     cp_ = std::make_unique<distributed::ContextParallel>(mesh_->group(distributed::MeshDim::cp));
   }
+  TITAN_CHECK(shape.ep == 1 || !job_.checkpoint.enable,
+              "checkpoint.enable=true with parallelism.expert_parallel_degree={} is not supported: the experts' "
+              "pieces are not written to distributed checkpoints yet",
+              shape.ep);
   if (sharded) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with a data-parallel degree of {} is not supported (Muon orthogonalises "
@@ -252,6 +254,8 @@ void Trainer::build() {
     model_ = std::make_unique<models::Decoder>(mcfg);
     init(*model_);
   }
+  // Component overrides; the job config records their resolved form (config.toml).
+  job_.model.overrides = models::apply_overrides(*model_, job_.model.overrides);
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
@@ -272,8 +276,16 @@ void Trainer::build() {
       blocks = pipeline_->blocks();
       include = [p = pipeline_.get()](const std::string& name) { return p->owns(name); };
     }
+    std::vector<std::pair<std::string, Tensor>> params;
+    if (shape.ep > 1) {
+      // The routed experts are sharded over ep (expert_parallel.h), the rest by FSDP.
+      ep_ = std::make_unique<distributed::ExpertParallel>(*model_, *mesh_);
+      include = [](const std::string& name) { return !distributed::ExpertParallel::is_expert_parameter(name); };
+    }
     fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include);
-    opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(fsdp_->shards()), optimizer_config_from_job(job_));
+    params = fsdp_->shards();
+    if (ep_) params.insert(params.end(), ep_->shards().begin(), ep_->shards().end());
+    opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(params), optimizer_config_from_job(job_));
   } else {
     opt_ = std::make_unique<optim::Optimizer>(
         optim::to_param_refs(pipeline_ ? pipeline_->parameters() : model_->named_parameters()),
@@ -374,6 +386,7 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     scale(l, inv_valid).backward();
     if (tp_ && fsdp_) tp_->reduce_partial_grads();  // FSDP takes each microbatch's full gradients
     if (fsdp_) fsdp_->reduce_gradients();
+    if (ep_) ep_->reduce_gradients();
   }
   if (tp_ && !fsdp_) tp_->reduce_partial_grads();
   std::vector<double> all(static_cast<size_t>(accum * dp));
@@ -393,6 +406,18 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     auto refs = opt_->param_refs();
     grad_norm = job_.training.max_norm > 0 ? pipeline_->clip_grad_norm_(refs, job_.training.max_norm, fsdp_.get())
                                            : pipeline_->grad_norm(refs, fsdp_.get());
+  } else if (ep_) {
+    // ‖g‖² per parameter from FSDP's shards and EP's experts, summed in model order.
+    const std::vector<double> fs = fsdp_->grad_norm_sq_parts(), es = ep_->grad_norm_sq_parts();
+    double norm_sq = 0.0;
+    size_t a = 0, e = 0;
+    for (const auto& [name, t] : model_->named_parameters())
+      norm_sq += distributed::ExpertParallel::is_expert_parameter(name) ? es.at(e++) : fs.at(a++);
+    grad_norm = static_cast<float>(std::sqrt(norm_sq));
+    if (job_.training.max_norm > 0) {
+      auto refs = opt_->param_refs();
+      optim::scale_grads_for_norm_(refs, static_cast<float>(grad_norm), job_.training.max_norm);
+    }
   } else if (fsdp_) {
     grad_norm = job_.training.max_norm > 0 ? fsdp_->clip_grad_norm_(job_.training.max_norm) : fsdp_->grad_norm();
   } else {
@@ -408,7 +433,16 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   if (ckpt_->mgr) ckpt_->mgr->wait_snapshot();  // a save in flight copies the weights before they change
   sched_->apply(*opt_, step);
   opt_->step();
-  model_->update_expert_bias();
+  // The aux-loss-free bias update uses the step's expert loads of all dp ranks (an
+  // integer sum: the 1-rank loads exactly), so every rank applies the same update.
+  if (mesh_->dp_size() > 1)
+    model_->update_expert_bias([this](std::vector<int64_t>& loads) {
+      Tensor t = Tensor::from_vector(loads, {static_cast<int64_t>(loads.size())});
+      mesh_->dp().all_reduce(t);
+      loads = t.to_vector<int64_t>();
+    });
+  else
+    model_->update_expert_bias();
   opt_->zero_grad();
   return loss;
 }
@@ -518,6 +552,7 @@ void Trainer::export_hf() {
   } else {
     // Full tensors are gathered on every rank (collectives); rank 0 writes them.
     if (fsdp_) fsdp_->unshard_all();
+    if (ep_) ep_->unshard_all();
     if (tp_) {
       std::unique_ptr<models::Decoder> full = tp_->gather_full_model();
       if (rank0_) write_hf_export(*full);
@@ -526,6 +561,7 @@ void Trainer::export_hf() {
     }
   }
   if (fsdp_) fsdp_->reshard_all();
+  if (ep_) ep_->reshard_all();
 }
 
 void Trainer::write_hf_export(const models::Decoder& model) {
@@ -595,6 +631,7 @@ TrainResult Trainer::train() {
     const int64_t mem_base = storage_bytes_live();
     reset_storage_peak();
     if (fsdp_) fsdp_->reset_stats();  // the step's collectives only (not an evaluation's)
+    if (ep_) ep_->reset_stats();
     if (tp_) tp_->stats() = {};
     if (cp_) cp_->stats() = {};
     double gnorm = 0;
@@ -635,6 +672,14 @@ TrainResult Trainer::train() {
         ms += fs.comm_ms;
         bytes += fs.all_gather_bytes + fs.reduce_bytes;
         fsdp_->reset_stats();
+      }
+      if (ep_) {
+        const distributed::EpStats& es = ep_->stats();
+        row["ep_comm_ms"] = es.comm_ms;
+        row["ep_a2a_bytes"] = es.a2a_bytes;
+        row["ep_reduce_bytes"] = es.reduce_bytes;
+        ms += es.comm_ms;
+        bytes += es.a2a_bytes + es.reduce_bytes;
       }
       if (tp_) {
         distributed::TpStats& ts = tp_->stats();

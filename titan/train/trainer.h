@@ -22,6 +22,7 @@
 
 namespace titan::distributed {
 class FullyShard;
+class ExpertParallel;
 class TensorParallel;
 class ContextParallel;
 class Pipeline;
@@ -90,6 +91,7 @@ class Trainer {
   // FSDP/HSDP when the data-parallel degree is > 1 (titan/distributed/fsdp.h): the
   // optimizer then holds the shards, and rank 0 alone prints and writes files.
   std::unique_ptr<distributed::FullyShard> fsdp_;
+  std::unique_ptr<distributed::ExpertParallel> ep_;  // expert_parallel_degree > 1
   // Tensor (+ sequence) parallelism when tp > 1 (titan/distributed/tensor_parallel.h):
   // model_ then holds this rank's pieces.
   std::unique_ptr<distributed::TensorParallel> tp_;

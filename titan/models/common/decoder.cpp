@@ -401,9 +401,9 @@ void Decoder::init_weights(const nn::InitContext& ctx) {
   if (output) output->init(ctx, nn::InitRole::lm_head, -1);
 }
 
-void Decoder::update_expert_bias() {
+void Decoder::update_expert_bias(const std::function<void(std::vector<int64_t>&)>& sum_loads) {
   for (TransformerBlock* b : layers)
-    if (b->moe) b->moe->update_expert_bias();
+    if (b->moe) b->moe->update_expert_bias(sum_loads);
 }
 
 std::map<std::string, double> Decoder::take_moe_metrics() {

@@ -5,6 +5,7 @@
 // Parameter names follow TorchTitan (tok_embeddings, layers.{i}.attention.wq, ...,
 // norm, output); each family's state-dict adapter maps them to Hugging Face names.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <memory>
@@ -77,8 +78,9 @@ class Decoder : public nn::Module {
   void repack_for_decode();
 
   // MoE layers (models/ffn/moe.h). After each optimizer step: every MoE layer's
-  // aux-loss-free expert-bias update from the loads of the step's training forwards.
-  void update_expert_bias();
+  // aux-loss-free expert-bias update from the loads of the step's training forwards
+  // (`sum_loads`: MoE::update_expert_bias's, for data parallelism).
+  void update_expert_bias(const std::function<void(std::vector<int64_t>&)>& sum_loads = {});
   // The MoE layers' counters since the last call, then cleared; empty for a dense model.
   // moe_max_load: the largest max_e(load_e) / mean_e(load_e) over the layers;
   // moe_router_entropy: router entropy (nats) averaged over layers and tokens;

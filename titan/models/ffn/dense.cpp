@@ -1,5 +1,6 @@
 #include "titan/models/ffn/dense.h"
 
+#include "titan/models/common/overrides.h"
 #include "titan/ops/activation.h"
 #include "titan/ops/elementwise.h"
 
@@ -12,7 +13,15 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, int layer_id, bool gelu) :
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
-  if (gelu_) return w2->forward(mul(titan::gelu(w1->forward(x)), w3->forward(x)));
+  if (gelu_) {
+    TITAN_CHECK(!composed_swiglu, "model.overrides: swiglu=composed on a feed-forward with hidden_act "
+                "gelu_pytorch_tanh (the override replaces the SiLU gate)");
+    return w2->forward(mul(titan::gelu(w1->forward(x)), w3->forward(x)));
+  }
+  if (composed_swiglu) {
+    count_override_call("swiglu", "composed");
+    return w2->forward(composed::swiglu(w1->forward(x), w3->forward(x)));
+  }
   return w2->forward(swiglu(w1->forward(x), w3->forward(x)));
 }
 

@@ -17,6 +17,8 @@ class FeedForward : public FeedForwardBase {
   void init_weights(const nn::InitContext& ctx) override;
   void repack_for_decode() override;
   Linear *w1, *w2, *w3;
+  // Component override (models/common/overrides.h): composed::swiglu instead of the kernel.
+  bool composed_swiglu = false;
 
  private:
   int layer_id_;

@@ -165,8 +165,13 @@ GroupedExperts::GroupedExperts(int64_t E, int64_t dim, int64_t hidden, int layer
   w3 = register_parameter("w3", Tensor::zeros({E, hidden, dim}));
 }
 
-Tensor GroupedExperts::forward(const Tensor& xs, const std::vector<int64_t>& off) const {
+Tensor swiglu_experts(const Tensor& xs, const Tensor& w1, const Tensor& w2, const Tensor& w3,
+                      const std::vector<int64_t>& off) {
   return grouped_linear(swiglu(grouped_linear(xs, w1, off), grouped_linear(xs, w3, off)), w2, off);
+}
+
+Tensor GroupedExperts::forward(const Tensor& xs, const std::vector<int64_t>& off) const {
+  return swiglu_experts(xs, w1, w2, w3, off);
 }
 
 void GroupedExperts::init_weights(const nn::InitContext& ctx) {
@@ -234,7 +239,8 @@ Tensor MoE::forward(const Tensor& x, const ForwardBatch& batch, LayerCache*) con
       row_of[static_cast<size_t>(t * K + j)] = rw;
     }
   Tensor xs = index_select(x, 0, Tensor::from_vector(token_of, {T * K}));
-  Tensor out = combine_experts(experts->forward(xs, offsets), r.weights, row_of);
+  Tensor ys = expert_compute ? expert_compute->forward(xs, offsets) : experts->forward(xs, offsets);
+  Tensor out = combine_experts(ys, r.weights, row_of);
   if (shared_experts) out = add(out, shared_experts->forward(x));
 
   if (batch.routed_experts && static_cast<size_t>(layer_id_) < batch.routed_experts->size())
@@ -311,8 +317,9 @@ Tensor MoE::forward(const Tensor& x, const ForwardBatch& batch, LayerCache*) con
   return attach_aux_grad(out, r.logits, Tensor::from_vector(dl, {T, E}));
 }
 
-void MoE::update_expert_bias() {
+void MoE::update_expert_bias(const std::function<void(std::vector<int64_t>&)>& sum_loads) {
   if (load_balance_coeff_ > 0.0 && expert_bias.defined()) {
+    if (sum_loads) sum_loads(pending_load_);
     double mean = 0;
     for (int64_t v : pending_load_) mean += static_cast<double>(v);
     mean /= static_cast<double>(E_);

@@ -40,6 +40,8 @@
 // loss scaling. Its value is reported in the layer's stats.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "titan/models/common/layers.h"
@@ -69,6 +71,23 @@ class Router : public nn::Module {
   bool sigmoid_, norm_topk_prob_;
   double routed_scaling_factor_;
   int layer_id_;
+};
+
+// The expert FFN of rows sorted by expert: xs (N, D), offsets G + 1 row offsets, w1
+// (G, F, D), w2 (G, D, F), w3 (G, F, D) -> (N, D), row r of group g being
+// w2_g(silu(w1_g x_r) * w3_g x_r) (grouped_linear: a row's bits depend on that row and its
+// expert's weights only).
+Tensor swiglu_experts(const Tensor& xs, const Tensor& w1, const Tensor& w2, const Tensor& w3,
+                      const std::vector<int64_t>& offsets);
+
+// Computes a layer's routed experts for rows sorted by expert: the hook through which
+// expert parallelism (titan/distributed/expert_parallel.h) dispatches the rows to the
+// ranks holding their experts. xs (N, D), offsets E + 1 -> (N, D), the rows of
+// GroupedExperts::forward bit for bit.
+class ExpertCompute {
+ public:
+  virtual ~ExpertCompute() = default;
+  virtual Tensor forward(const Tensor& xs, const std::vector<int64_t>& offsets) = 0;
 };
 
 // The routed experts' weights, stacked: w1 (E, F, D), w2 (E, D, F), w3 (E, F, D).
@@ -107,8 +126,9 @@ class MoE : public FeedForwardBase {
 
   // After an optimizer step: applies the aux-loss-free bias update from the loads
   // counted since the last call (no-op when load_balance_coeff is 0 or nothing was
-  // routed), then clears those loads.
-  void update_expert_bias();
+  // routed), then clears those loads. `sum_loads`, when set, replaces the (E) loads by
+  // their sum over the data-parallel ranks first (every rank then applies the same update).
+  void update_expert_bias(const std::function<void(std::vector<int64_t>&)>& sum_loads = {});
   const MoEStats& stats() const { return stats_; }
   void reset_stats();
 
@@ -116,6 +136,8 @@ class MoE : public FeedForwardBase {
   GroupedExperts* experts;
   FeedForward* shared_experts = nullptr;  // null when n_shared_experts = 0
   Tensor expert_bias;                     // (E) buffer; undefined with the softmax router
+  // When set, the routed experts run through it instead of experts->forward.
+  std::shared_ptr<ExpertCompute> expert_compute;
 
  private:
   int64_t E_, K_;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "titan/models/common/overrides.h"
+
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
 #include "titan/ops/attention.h"
@@ -84,7 +86,13 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  if (use_rope_) std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  if (use_rope_ && composed_rope) {
+    count_override_call("rope", "composed");
+    q = composed::apply_rotary(q, batch.positions, *rope_);
+    k = composed::apply_rotary(k, batch.positions, *rope_);
+  } else if (use_rope_) {
+    std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+  }
   if (temperature_tuning_)
     q = mul(q, temperature_scales(batch.positions, floor_scale_, attn_scale_).expand({T, H_, Dh_}));
   // bf16 compute: bf16 Q/K/V (and output); scores, softmax and P·V stay fp32.
@@ -103,8 +111,14 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
     opts.sinks = sinks;
     opts.block_size = batch.attn_block_size;
     const ContextParallelAttention* cp = context_parallel_attention();
-    out = cp ? cp->attention(q.contiguous(), k.contiguous(), v.contiguous(), opts)
-             : scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    if (cp) {
+      out = cp->attention(q.contiguous(), k.contiguous(), v.contiguous(), opts);
+    } else if (reference_attention) {
+      count_override_call("attention", "reference");
+      out = composed::scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    } else {
+      out = scaled_dot_product_attention_varlen(q, k, v, batch.cu_seqlens, opts);
+    }
   } else {
     kc::AttentionParams params;
     params.window = static_cast<int>(window_);

@@ -35,6 +35,9 @@ class Attention : public Mixer {
   Linear *wq, *wk, *wv, *wo;
   RMSNorm *q_norm = nullptr, *k_norm = nullptr;
   Tensor sinks;  // (H) f32 when cfg.attention_sinks, else undefined
+  // Component overrides (models/common/overrides.h): the composed reference attention
+  // instead of the flash kernel (trainer path), the composed RoPE instead of the fused one.
+  bool reference_attention = false, composed_rope = false;
 
  private:
   std::shared_ptr<const RopeCache> rope_;
