@@ -97,8 +97,8 @@ struct TransformerConfig {
   // ---- DeepSeek sparse attention (DeepSeek-V3.2; models/mixers/dsa.h). index_topk > 0
   // (with MLA and q_lora_rank > 0) makes every MLA layer a DSA layer: a lightning indexer
   // of index_n_heads heads of index_head_dim picks, per query, the index_topk keys the
-  // attention visits. indexer_loss_coeff: weight of the indexer's KL warm-up loss (not an
-  // HF field; 0 = off).
+  // attention visits. indexer_loss_coeff: weight of the indexer's KL warm-up loss (a titan
+  // field of config.json, not HF's; 0 = off, anything else refused by validate()).
   int64_t index_topk = 0;
   int64_t index_n_heads = 0;
   int64_t index_head_dim = 0;
