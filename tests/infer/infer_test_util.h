@@ -11,7 +11,8 @@
 
 namespace titan::infer::testing {
 
-// llama3-style, GQA 4/2 heads, Dh 16, 2 layers, vocab 101, context 192 (deepseek_v3: MLA).
+// llama3-style, GQA 4/2 heads, Dh 16, 2 layers, vocab 101, context 192 (deepseek_v3: MLA;
+// deepseek_v32: MLA + DeepSeek sparse attention).
 inline models::TransformerConfig tiny_config(const std::string& family = "llama3") {
   models::TransformerConfig c;
   c.family = family;
@@ -28,12 +29,18 @@ inline models::TransformerConfig tiny_config(const std::string& family = "llama3
     c.qk_norm = true;
     c.tie_word_embeddings = true;
   }
-  if (family == "deepseek_v3") {  // MLA: 4 heads, latent 32, nope 16 + rope 16, v 24, q_proj
+  if (family == "deepseek_v3" || family == "deepseek_v32") {  // MLA: 4 heads, latent 32, nope 16 + rope 16, v 24, q_proj
     c.num_key_value_heads = 4;
     c.kv_lora_rank = 32;
     c.qk_nope_head_dim = 16;
     c.qk_rope_head_dim = 16;
     c.v_head_dim = 24;
+  }
+  if (family == "deepseek_v32") {  // + DSA: q low-rank 32, indexer 4 heads of 32 keeping 8 keys
+    c.q_lora_rank = 32;
+    c.index_topk = 8;
+    c.index_n_heads = 4;
+    c.index_head_dim = 32;
   }
   return c;
 }

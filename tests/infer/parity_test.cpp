@@ -297,28 +297,30 @@ TEST_F(Parity, FlippingOneKernelParameterBreaksParity) {
   EXPECT_GT(d_tr, 0.0);
 }
 
-// The same engine modes and trainer parity for Multi-head Latent Attention: the engine
-// allocates the latent + RoPE-key cache the model declares; prefix caching, preemption
-// by recomputation and chunked prefill work on its blocks.
-TEST(ParityMla, EngineModesPrefixCacheAndTrainerLogprobsBitwise) {
-  const auto model = tiny_model(3, "deepseek_v3");
+// The same engine modes and trainer parity for Multi-head Latent Attention (deepseek_v3)
+// and DeepSeek sparse attention (deepseek_v32): the engine allocates the latent + RoPE-key
+// (+ indexer-key) cache the model declares; prefix caching, preemption by recomputation
+// and chunked prefill work on its blocks.
+void latent_cache_engine_modes(const std::string& family, const char* what) {
+  const auto model = tiny_model(3, family);
   ASSERT_NE(model->layers[0]->mla, nullptr);
   const Case c = make_case();
   const Result all = run_all_at_once(*model, c, base_config());
-  expect_same(all, run_one_at_a_time(*model, c), "mla: one at a time");
-  expect_same(all, run_staggered(*model, c), "mla: staggered arrivals");
+  const std::string w = what;
+  expect_same(all, run_one_at_a_time(*model, c), w + ": one at a time");
+  expect_same(all, run_staggered(*model, c), w + ": staggered arrivals");
   EngineConfig ec = base_config();
   ec.max_num_batched_tokens = 16;
-  expect_same(all, run_all_at_once(*model, c, ec), "mla: chunked prefill, budget 16");
+  expect_same(all, run_all_at_once(*model, c, ec), w + ": chunked prefill, budget 16");
   ec = base_config();
   ec.num_kv_blocks = 9;
   ec.max_num_batched_tokens = 64;
   EngineStats st;
-  expect_same(all, run_all_at_once(*model, c, ec, &st), "mla: preemption by recomputation");
+  expect_same(all, run_all_at_once(*model, c, ec, &st), w + ": preemption by recomputation");
   EXPECT_GT(st.preemptions, 0);
   ec = base_config();
   ec.enable_prefix_caching = false;
-  expect_same(all, run_all_at_once(*model, c, ec), "mla: no prefix caching");
+  expect_same(all, run_all_at_once(*model, c, ec), w + ": no prefix caching");
   {
     Engine e(*model, nullptr, base_config());
     std::vector<int64_t> cached;
@@ -329,15 +331,35 @@ TEST(ParityMla, EngineModesPrefixCacheAndTrainerLogprobsBitwise) {
     EXPECT_EQ(e.block_pool().num_free(), e.block_pool().num_blocks());
   }
   const double d = max_abs_diff(all, trainer_logprobs(*model, c, all, kernels::cpu::kKvBlockSize));
-  std::printf("mla: generator vs trainer logprobs: max |delta| = %.1f\n", d);
+  std::printf("%s: generator vs trainer logprobs: max |delta| = %.1f\n", what, d);
   EXPECT_EQ(d, 0.0);
-  ec = base_config();
-  ec.block_size = 2 * kernels::cpu::kKvBlockSize;  // the generator's KV blocks differ: parity must break
+  const auto repacked = tiny_model(3, family);
+  repacked->repack_for_decode();
+  expect_same(all, run_all_at_once(*repacked, c, base_config()), w + ": repacked weights");
+}
+
+TEST(ParityMla, EngineModesPrefixCacheAndTrainerLogprobsBitwise) {
+  latent_cache_engine_modes("deepseek_v3", "mla");
+  // The generator's KV blocks differ from the trainer's: MLA's flash kernels visit keys
+  // block by block, so parity must break.
+  const auto model = tiny_model(3, "deepseek_v3");
+  const Case c = make_case();
+  EngineConfig ec = base_config();
+  ec.block_size = 2 * kernels::cpu::kKvBlockSize;
   const Result gen64 = run_all_at_once(*model, c, ec);
   EXPECT_GT(max_abs_diff(gen64, trainer_logprobs(*model, c, gen64, kernels::cpu::kKvBlockSize)), 0.0);
-  const auto repacked = tiny_model(3, "deepseek_v3");
-  repacked->repack_for_decode();
-  expect_same(all, run_all_at_once(*repacked, c, base_config()), "mla: repacked weights");
+}
+
+TEST(ParityDsa, EngineModesPrefixCacheAndTrainerLogprobsBitwise) {
+  latent_cache_engine_modes("deepseek_v32", "dsa");
+  // DSA's sparse kernel visits the selected keys one by one, not by KV block: a generator
+  // with another block size keeps parity.
+  const auto model = tiny_model(3, "deepseek_v32");
+  const Case c = make_case();
+  EngineConfig ec = base_config();
+  ec.block_size = 2 * kernels::cpu::kKvBlockSize;
+  const Result gen64 = run_all_at_once(*model, c, ec);
+  EXPECT_EQ(max_abs_diff(gen64, trainer_logprobs(*model, c, gen64, kernels::cpu::kKvBlockSize)), 0.0);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/models/cache_util.h"
 #include "tests/models/oracle_util.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
@@ -38,31 +39,13 @@ constexpr int kDenseLayers = 1;
 
 std::string ref_script() { return std::string(TITAN_SOURCE_DIR) + "/tests/reference/deepseek_v3_ref.py"; }
 
-std::string run_py(const std::string& args) {
-  const std::string cmd = "OMP_NUM_THREADS=1 '" + test::venv_python() + "' '" + ref_script() + "' " + args;
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd;
-  return out;
-}
+std::string run_py(const std::string& args) { return test::run_reference(ref_script(), args); }
 
 using test::read_floats;
 
 std::vector<std::vector<int32_t>> sequences() { return test::oracle_sequences(); }
 
-// max |a - b| / max |b|.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-    m = std::max(m, std::fabs(static_cast<double>(b[i])));
-  }
-  return m > 0 ? d / m : d;  // all-zero reference (an expert no token chose): absolute
-}
+using test::rel_err;
 
 void oracle(int q_lora) {
   char tmpl[] = "/tmp/titan_dsv3_XXXXXX";
@@ -148,49 +131,9 @@ std::vector<int32_t> tokens_of(int n, int salt) {
   return v;
 }
 
-// Runs `chunks` (sizes summing to the sequence's length) of one sequence through the
-// generator path with a fresh cache of `num_blocks` blocks (block table reversed, so
-// logical and physical blocks differ) and returns the final hidden states of all tokens.
-std::vector<float> generate_hidden(const Decoder& m, const std::vector<int32_t>& toks, const std::vector<int>& chunks) {
-  const int B = 32;
-  const int64_t nb = (static_cast<int64_t>(toks.size()) + B - 1) / B + 1;
-  ModelCache kv = allocate_cache(m.cache_spec(B), nb, B);
-  for (auto& l : kv.layers)
-    for (auto& t : l.paged) std::fill_n(t.data<float>(), t.numel(), std::nanf(""));  // unwritten slots are NaN
-  std::vector<int32_t> table;
-  for (int64_t b = 0; b < nb; ++b) table.push_back(static_cast<int32_t>(nb - 1 - b));
-  std::vector<float> out;
-  size_t at = 0;
-  for (int n : chunks) {
-    ForwardBatch fb;
-    std::vector<int32_t> tk(toks.begin() + static_cast<long>(at), toks.begin() + static_cast<long>(at + n)), ps, sq;
-    std::vector<int64_t> sl;
-    for (int i = 0; i < n; ++i) {
-      const int p = static_cast<int>(at) + i;
-      ps.push_back(p);
-      sq.push_back(0);
-      sl.push_back(static_cast<int64_t>(table[static_cast<size_t>(p / B)]) * B + p % B);
-    }
-    fb.tokens = Tensor::from_vector(tk, {n});
-    fb.positions = Tensor::from_vector(ps, {n});
-    fb.seq_ids = Tensor::from_vector(sq, {n});
-    fb.slot_mapping = Tensor::from_vector(sl, {n});
-    fb.block_tables = Tensor::from_vector(table, {1, nb});
-    fb.kv = &kv;
-    const auto h = m.forward(fb).to_vector<float>();
-    out.insert(out.end(), h.begin(), h.end());
-    at += static_cast<size_t>(n);
-  }
-  return out;
-}
-
-std::vector<float> train_hidden(const Decoder& m, const std::vector<std::vector<int32_t>>& docs) {
-  return m.forward(make_packed_batch(docs)).to_vector<float>();
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-}
+using test::generate_hidden;
+using test::train_hidden;
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) { return test::same_float_bits(a, b); }
 
 TEST(DeepseekV3, LatentCachePrefillEqualsDecodeBitwise) {
   Decoder m(small_mla());

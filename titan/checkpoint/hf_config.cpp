@@ -148,6 +148,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
     else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
     else if (c.model_type == "qwen3_moe") c.architectures = {"Qwen3MoeForCausalLM"};
+    else if (c.model_type == "deepseek_v32") c.architectures = {"DeepseekV32ForCausalLM"};
     else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
     else if (c.model_type == "gemma2") c.architectures = {"Gemma2ForCausalLM"};
     else if (c.model_type == "gemma3_text") c.architectures = {"Gemma3ForCausalLM"};
@@ -169,10 +170,13 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
                    : c.is_qwen3_next()    ? "qwen3_next"
                    : c.is_kimi_linear()   ? "kimi_linear"
                    : c.is_deepseek_v3()   ? "deepseek_v3"
+                   : c.is_deepseek_v32()  ? "deepseek_v32"
                    : c.is_qwen3_moe()     ? "qwen3_moe"
                    : c.is_gemma2()        ? "gemma2"
                    : c.architecture() == "Gemma3ForCausalLM" ? "gemma3_text"
                                           : "qwen3";
+  if (c.is_deepseek_v32() && c.model_type != "deepseek_v32")
+    fail("{}: model_type '{}' is not one titan knows for DeepseekV32ForCausalLM (deepseek_v32)", where, c.model_type);
   if (c.is_deepseek_v3() && c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")
     fail("{}: model_type '{}' is not one titan knows for DeepseekV3ForCausalLM (deepseek_v3, kimi_k2)", where,
          c.model_type);

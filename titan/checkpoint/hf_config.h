@@ -16,7 +16,7 @@ namespace titan {
 inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM",
                                                           "Qwen3NextForCausalLM", "DeepseekV3ForCausalLM",
                                                           "Qwen3MoeForCausalLM", "Gemma2ForCausalLM",
-                                                          "Gemma3ForCausalLM"};
+                                                          "Gemma3ForCausalLM", "DeepseekV32ForCausalLM"};
 
 // RoPE scaling: Llama 3.1/3.2 frequency bands (rope_type "llama3"; transformers
 // modeling_rope_utils._compute_llama3_parameters) or YaRN (rope_type "yarn", as
@@ -60,6 +60,8 @@ struct HFConfig {
   bool is_qwen3() const { return architecture() == "Qwen3ForCausalLM"; }
   bool is_qwen3_next() const { return architecture() == "Qwen3NextForCausalLM"; }
   bool is_deepseek_v3() const { return architecture() == "DeepseekV3ForCausalLM"; }
+  // DeepSeek-V3.2: DeepSeek-V3 plus DeepSeek sparse attention (models/mixers/dsa.h).
+  bool is_deepseek_v32() const { return architecture() == "DeepseekV32ForCausalLM"; }
   // Titan's GQA form only ("kv_lora_rank": null; parse_hf_config refuses MLA).
   bool is_kimi_linear() const { return architecture() == "KimiLinearForCausalLM"; }
   bool is_qwen3_moe() const { return architecture() == "Qwen3MoeForCausalLM"; }
@@ -73,7 +75,7 @@ struct HFConfig {
 // of the wrong JSON type, non-positive sizes, H % Hkv != 0, D % H != 0 without an
 // explicit head_dim, an unsupported rope_scaling type (only "llama3" and
 // "default"/null are), model_type other than deepseek_v3 / kimi_k2 for
-// DeepseekV3ForCausalLM.
+// DeepseekV3ForCausalLM or other than deepseek_v32 for DeepseekV32ForCausalLM.
 HFConfig parse_hf_config(const nlohmann::json& j, const std::string& source);
 
 // Reads `path` (a config.json, or a directory containing one).

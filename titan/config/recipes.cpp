@@ -139,6 +139,20 @@ JobConfig deepseek_v3_debugmodel() {
   return c;
 }
 
+// debugmodel as DeepSeek-V3.2: deepseek_v3_debugmodel's layers with DeepSeek sparse
+// attention (a lightning indexer of 4 heads of 32 dims keeping 16 of the 32 keys per query)
+// (recipes/deepseek_v32_debugmodel.json).
+JobConfig deepseek_v32_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as DeepSeek-V3.2 (MLA + DeepSeek sparse attention, YaRN, MoE), byte tokens";
+  c.model.name = "deepseek_v32";
+  c.model.hf_config = "recipes/deepseek_v32_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 JobConfig deepseek_v3_dense_debugmodel() {
   JobConfig c = debugmodel();
   c.job.description = "debugmodel as DeepSeek-V3 with dense feed-forwards (MLA, YaRN), byte tokens";
@@ -234,6 +248,8 @@ struct Registry {
        deepseek_v3_debugmodel},
       {"deepseek_v3_dense_debugmodel", "debugmodel as DeepSeek-V3 (MLA, YaRN RoPE) with dense feed-forwards",
        deepseek_v3_dense_debugmodel},
+      {"deepseek_v32_debugmodel", "debugmodel as DeepSeek-V3.2 (MLA + DeepSeek sparse attention, then MoE)",
+       deepseek_v32_debugmodel},
       {"alphabet_sort_hybrid_sft", "alphabet_sort SFT on a Qwen3-Next hybrid (Gated DeltaNet + attention), byte_chat",
        alphabet_sort_hybrid_sft},
       {"alphabet_sort_hybrid_grpo", "GRPO on alphabet_sort from the alphabet_sort_hybrid_sft export (hybrid policy)",

@@ -18,13 +18,14 @@ Family make_kimi_linear_family();
 Family make_qwen3_moe_family();
 Family make_gemma2_family();  // models/gemma2
 Family make_gemma3_family();  // models/gemma3
+Family make_deepseek_v32_family();  // models/deepseek_v32
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
                                            make_qwen3_next_family(),  make_deepseek_v3_family(),
                                            make_kimi_k2_family(),     make_kimi_linear_family(),
                                            make_qwen3_moe_family(),   make_gemma2_family(),
-                                           make_gemma3_family()};
+                                           make_gemma3_family(),      make_deepseek_v32_family()};
   return fams;
 }
 
@@ -150,7 +151,7 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   c.attention_bias = hf.attention_bias;
   if (hf.bos_token_id) c.bos_token_id = *hf.bos_token_id;
   if (!hf.eos_token_id.empty()) c.eos_token_id = hf.eos_token_id[0];
-  if (hf.is_deepseek_v3()) read_deepseek_v3_fields(hf, c);
+  if (hf.is_deepseek_v3() || hf.is_deepseek_v32()) read_deepseek_v3_fields(hf, c);
   if (hf.is_qwen3_next())
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
       TITAN_CHECK(!c.is_moe_layer(l),
@@ -252,6 +253,11 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"attention.kv_b_proj.weight", "self_attn.kv_b_proj.weight"},
       {"attention.o_proj.weight", "self_attn.o_proj.weight"},
       {"attention.o_proj.bias", "self_attn.o_proj.bias"},
+      {"attention.indexer.wq_b.weight", "self_attn.indexer.wq_b.weight"},
+      {"attention.indexer.wk.weight", "self_attn.indexer.wk.weight"},
+      {"attention.indexer.k_norm.weight", "self_attn.indexer.k_norm.weight"},
+      {"attention.indexer.k_norm.bias", "self_attn.indexer.k_norm.bias"},
+      {"attention.indexer.weights_proj.weight", "self_attn.indexer.weights_proj.weight"},
       {"attention.forget_gate.f_a_proj.weight", "self_attn.forget_gate.f_a_proj.weight"},
       {"attention.forget_gate.f_b_proj.weight", "self_attn.forget_gate.f_b_proj.weight"},
       {"attention.forget_gate.dt_bias", "self_attn.forget_gate.dt_bias"},

@@ -1,6 +1,7 @@
 #include "titan/models/common/block.h"
 
 #include "titan/models/ffn/moe.h"
+#include "titan/models/mixers/dsa.h"
 #include "titan/nn/hooks.h"
 #include "titan/ops/elementwise.h"
 
@@ -20,6 +21,10 @@ TransformerBlock::TransformerBlock(const TransformerConfig& cfg, const LayerSpec
       break;
     case MixerKind::mla:
       mla = register_module("attention", std::make_unique<MultiHeadLatentAttention>(cfg, layer_id, std::move(rope)));
+      mixer = mla;
+      break;
+    case MixerKind::dsa:  // an MLA layer whose attention visits the indexer's top-k keys
+      mla = register_module("attention", std::make_unique<DeepSeekSparseAttention>(cfg, layer_id, std::move(rope)));
       mixer = mla;
       break;
     case MixerKind::kda:

@@ -38,7 +38,7 @@ class TransformerBlock : public nn::Module {
   // Typed views of mixer / ffn (null when the layer has another kind).
   Attention* attention = nullptr;
   GatedDeltaNet* gdn = nullptr;
-  MultiHeadLatentAttention* mla = nullptr;
+  MultiHeadLatentAttention* mla = nullptr;  // also a dsa layer (DeepSeekSparseAttention)
   KimiDeltaAttention* kda = nullptr;
   FeedForward* feed_forward = nullptr;
   MoE* moe = nullptr;

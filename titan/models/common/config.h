@@ -115,8 +115,19 @@ struct TransformerConfig {
   int64_t v_head_dim = 0;
   bool rope_interleave = true;  // RoPE pairs (2i, 2i+1) of the rope dims (HF default)
 
+  // ---- DeepSeek sparse attention (DeepSeek-V3.2; models/mixers/dsa.h). index_topk > 0
+  // (with MLA and q_lora_rank > 0) makes every MLA layer a DSA layer: a lightning indexer
+  // of index_n_heads heads of index_head_dim picks, per query, the index_topk keys the
+  // attention visits. indexer_loss_coeff: weight of the indexer's KL warm-up loss (a titan
+  // field of config.json, not HF's; 0 = off, anything else refused by validate()).
+  int64_t index_topk = 0;
+  int64_t index_n_heads = 0;
+  int64_t index_head_dim = 0;
+  double indexer_loss_coeff = 0.0;
+
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }
+  bool is_dsa() const { return is_mla() && index_topk > 0; }
   // Whether layer l is a Gated DeltaNet layer (layer_types[l] == "linear_attention").
   bool is_linear_attention_layer(int64_t l) const;
   // Layer l's attention window: sliding_window where layer_types[l] is
@@ -136,7 +147,8 @@ struct TransformerConfig {
   // Parameters one token uses: routed experts count K of E (num_params() for dense).
   int64_t num_active_params() const;
   // Training FLOPs per token, TorchTitan convention (survey §4):
-  // 6 * active matmul params + 6 * L * H * 2 * Dh * seq_len (no causal halving).
+  // 6 * active matmul params + 6 * L * H * 2 * Dh * seq_len (no causal halving); DSA:
+  // attention over min(index_topk, seq_len) keys, the indexer forward only (2x).
   double train_flops_per_token(int64_t seq_len) const;
 };
 

@@ -37,6 +37,10 @@ static int64_t mla_params(const TransformerConfig& c) {
   n += D * (c.kv_lora_rank + c.qk_rope_head_dim) + c.kv_lora_rank +
        c.kv_lora_rank * H * (c.qk_nope_head_dim + c.v_head_dim) + H * c.v_head_dim * D;
   if (c.attention_bias) n += (c.q_lora_rank > 0 ? c.q_lora_rank : 0) + c.kv_lora_rank + c.qk_rope_head_dim + D;
+  // DSA's lightning indexer: wq_b, wk, k_norm (LayerNorm weight + bias), weights_proj.
+  if (c.is_dsa())
+    n += c.q_lora_rank * c.index_n_heads * c.index_head_dim + D * c.index_head_dim + 2 * c.index_head_dim +
+         D * c.index_n_heads;
   return n;
 }
 
@@ -171,6 +175,19 @@ void TransformerConfig::validate() const {
     TITAN_CHECK(!attention_sinks && attn_logit_softcapping == 0 && sliding_window == 0,
                 "model config: attention_sinks, attn_logit_softcapping and sliding_window are not supported with "
                 "MLA (kv_lora_rank = {})", kv_lora_rank);
+  if (index_topk != 0 || index_n_heads != 0 || index_head_dim != 0) {
+    TITAN_CHECK(is_mla() && q_lora_rank > 0,
+                "model config: index_topk = {} needs MLA with q_lora_rank > 0 (DeepSeek sparse attention's indexer "
+                "reads the q latent), got kv_lora_rank {} and q_lora_rank {}", index_topk, kv_lora_rank, q_lora_rank);
+    pos("index_topk", index_topk);
+    pos("index_n_heads", index_n_heads);
+    TITAN_CHECK(index_head_dim >= qk_rope_head_dim && index_head_dim <= 1024,
+                "model config: index_head_dim ({}) must be in [qk_rope_head_dim = {}, 1024] (the indexer rotates its "
+                "first qk_rope_head_dim dims)", index_head_dim, qk_rope_head_dim);
+  }
+  TITAN_CHECK(indexer_loss_coeff == 0.0,
+              "model config: indexer_loss_coeff = {} is not supported: the DSA indexer's KL warm-up loss is not "
+              "implemented (the indexer trains on no loss; use 0)", indexer_loss_coeff);
   if (rope_scaling.factor > 0)
     TITAN_CHECK(rope_scaling.rope_type == "llama3" || rope_scaling.rope_type == "yarn",
                 "model config: rope_scaling.rope_type '{}' is not supported (llama3, yarn)", rope_scaling.rope_type);
@@ -215,6 +232,15 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
   double matmul = ffn + static_cast<double>(vocab_size) * D, mix = 0;
   // MLA's q_a_layernorm / kv_a_layernorm are inside mixer_params but are norms.
   if (is_mla()) matmul -= static_cast<double>(L) * static_cast<double>(kv_lora_rank + q_lora_rank);
+  // DSA's indexer runs forward only (no gradient reaches it): its projections count 2x,
+  // not 6x, plus its q·k scores over all seq_len keys; its k_norm is a norm.
+  double forward_only = 0;
+  if (is_dsa()) {
+    const double Hi = static_cast<double>(index_n_heads), Di = static_cast<double>(index_head_dim);
+    const double proj = static_cast<double>(q_lora_rank) * Hi * Di + static_cast<double>(D) * (Di + Hi);
+    matmul -= static_cast<double>(L) * (proj + 2.0 * Di);
+    forward_only = static_cast<double>(L) * (2.0 * proj + 2.0 * Hi * Di * static_cast<double>(seq_len));
+  }
   for (int64_t l = 0; l < L; ++l) {
     matmul += static_cast<double>(mixer_params(*this, l, attn));
     // Softmax attention: 2·Dh per head per key over seq_len keys (QKᵀ and PV);
@@ -223,11 +249,12 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
     // at most sliding_window keys.
     mix += is_linear_attention_layer(l)
                ? 4.0 * linear_num_value_heads * linear_key_head_dim * linear_value_head_dim
-           : is_mla() ? num_attention_heads * static_cast<double>(qk_nope_head_dim + qk_rope_head_dim + v_head_dim) * seq_len
+           : is_mla() ? num_attention_heads * static_cast<double>(qk_nope_head_dim + qk_rope_head_dim + v_head_dim) *
+                            static_cast<double>(is_dsa() ? std::min(index_topk, seq_len) : seq_len)
                       : num_attention_heads * 2.0 * head_dim *
                             static_cast<double>(layer_window(l) > 0 ? std::min(seq_len, layer_window(l)) : seq_len);
   }
-  return 6.0 * matmul + 6.0 * mix;
+  return 6.0 * matmul + 6.0 * mix + forward_only;
 }
 
 ForwardBatch make_packed_batch(const std::vector<std::vector<int32_t>>& docs) {

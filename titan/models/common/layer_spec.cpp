@@ -10,6 +10,7 @@ const char* mixer_kind_name(MixerKind k) {
     case MixerKind::gdn: return "gdn";
     case MixerKind::mla: return "mla";
     case MixerKind::kda: return "kda";
+    case MixerKind::dsa: return "dsa";
   }
   return "?";
 }
@@ -55,11 +56,13 @@ std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     LayerSpec s;
     s.mixer = cfg.is_linear_attention_layer(l) ? (cfg.linear_attn_type == "kda" ? MixerKind::kda : MixerKind::gdn)
+              : cfg.is_dsa()                     ? MixerKind::dsa
               : cfg.is_mla()                     ? MixerKind::mla
                                                  : MixerKind::gqa;
     s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
     s.window = s.mixer == MixerKind::gqa ? cfg.layer_window(l) : 0;
-    s.use_rope = (s.mixer == MixerKind::gqa || s.mixer == MixerKind::mla) && cfg.layer_uses_rope(l);
+    s.use_rope = (s.mixer == MixerKind::gqa || s.mixer == MixerKind::mla || s.mixer == MixerKind::dsa) &&
+                 cfg.layer_uses_rope(l);
     out.push_back(s);
   }
   return out;

@@ -12,9 +12,9 @@ namespace titan::models {
 
 // Token mixers. gqa: grouped-query softmax attention (models/mixers/attention.h).
 // gdn: Gated DeltaNet (models/mixers/gdn.h). mla: Multi-head Latent Attention
-// (models/mixers/mla.h). kda: Kimi Delta Attention (models/mixers/kda.h). A new kind
-// (dsa) is added here with its mixer class.
-enum class MixerKind { gqa, gdn, mla, kda };
+// (models/mixers/mla.h). kda: Kimi Delta Attention (models/mixers/kda.h). dsa: MLA with
+// DeepSeek sparse attention (models/mixers/dsa.h).
+enum class MixerKind { gqa, gdn, mla, kda, dsa };
 // Feed-forwards. dense: SwiGLU (models/ffn/dense.h); moe: routed experts
 // (models/ffn/moe.h).
 enum class FfnKind { dense, moe };
@@ -31,9 +31,9 @@ struct LayerSpec {
 };
 
 // One LayerSpec per layer (cfg.num_hidden_layers of them): gdn where layer_types says
-// "linear_attention", mla when cfg.is_mla(), gqa attention elsewhere; window =
-// cfg.layer_window(l) (gqa layers), use_rope = cfg.layer_uses_rope(l) (gqa and mla
-// layers), ffn = moe where cfg.is_moe_layer(l).
+// "linear_attention", dsa when cfg.is_dsa(), else mla when cfg.is_mla(), gqa attention
+// elsewhere; window = cfg.layer_window(l) (gqa layers), use_rope = cfg.layer_uses_rope(l)
+// (gqa, mla and dsa layers), ffn = moe where cfg.is_moe_layer(l).
 std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg);
 
 // "L0 gqa+dense, L1 gqa+moe window 4096, L2 gqa+dense nope, ..." with runs collapsed

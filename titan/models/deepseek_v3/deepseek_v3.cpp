@@ -88,7 +88,7 @@ void read_deepseek_v3_fields(const HFConfig& hf, TransformerConfig& c) {
     TITAN_CHECK(x.at(k).is_boolean(), "{}: field '{}' must be true or false, got {}", where, k, x.at(k).dump());
     return x.at(k).get<bool>();
   };
-  c.family = hf.model_type == "kimi_k2" ? "kimi_k2" : "deepseek_v3";
+  c.family = hf.is_deepseek_v32() ? "deepseek_v32" : hf.model_type == "kimi_k2" ? "kimi_k2" : "deepseek_v3";
   c.qk_norm = false;
   c.kv_lora_rank = i64("kv_lora_rank", 0);
   c.q_lora_rank = i64("q_lora_rank", 0);

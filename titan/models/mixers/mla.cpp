@@ -62,17 +62,26 @@ void MultiHeadLatentAttention::assemble(const Tensor* q_nope, const Tensor* q_ro
   *v = vd_ < Dp_ ? cat({vv, Tensor::zeros({T, H_, Dp_ - vd_})}, 2) : vv.contiguous();
 }
 
-Tensor MultiHeadLatentAttention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
+MultiHeadLatentAttention::Projected MultiHeadLatentAttention::project(const Tensor& x,
+                                                                     const ForwardBatch& batch) const {
   const int64_t T = x.size(0), qk = nope_ + rope_dim_;
-  Tensor q = (q_proj ? q_proj->forward(x) : q_b_proj->forward(q_a_layernorm->forward(q_a_proj->forward(x))))
-                 .view({T, H_, qk});
-  Tensor q_nope = q.narrow(2, 0, nope_);
+  Projected p;
+  if (!q_proj) p.q_resid = q_a_layernorm->forward(q_a_proj->forward(x));
+  Tensor q = (q_proj ? q_proj->forward(x) : q_b_proj->forward(p.q_resid)).view({T, H_, qk});
+  p.q_nope = q.narrow(2, 0, nope_);
   Tensor q_rope = q.narrow(2, nope_, rope_dim_).contiguous();
   Tensor ckv = kv_a_proj_with_mqa->forward(x);
-  Tensor c = kv_a_layernorm->forward(ckv.narrow(1, 0, kvr_).contiguous());
+  p.c = kv_a_layernorm->forward(ckv.narrow(1, 0, kvr_).contiguous());
   Tensor k_rope = ckv.narrow(1, kvr_, rope_dim_).contiguous().view({T, 1, rope_dim_});
-  std::tie(q_rope, k_rope) = apply_rotary(q_rope, k_rope, batch.positions, *rope_,
-                                          interleave_ ? RopeStyle::interleaved : RopeStyle::rotate_half);
+  std::tie(p.q_rope, p.k_rope) = apply_rotary(q_rope, k_rope, batch.positions, *rope_,
+                                              interleave_ ? RopeStyle::interleaved : RopeStyle::rotate_half);
+  return p;
+}
+
+Tensor MultiHeadLatentAttention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
+  const int64_t T = x.size(0), qk = nope_ + rope_dim_;
+  Projected pr = project(x, batch);
+  Tensor &q_nope = pr.q_nope, &q_rope = pr.q_rope, &c = pr.c, &k_rope = pr.k_rope;
   Tensor out;  // (T, H, Dp)
   if (!batch.is_paged()) {
     Tensor qq, kk, vv;

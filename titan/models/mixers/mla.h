@@ -50,7 +50,15 @@ class MultiHeadLatentAttention : public Mixer {
   Linear *kv_a_proj_with_mqa, *kv_b_proj, *o_proj;
   RMSNorm* kv_a_layernorm;
 
- private:
+ protected:
+  // This layer's projections of x (T, D): the q latent q_resid = q_a_layernorm(q_a_proj(x))
+  // (T, q_lora_rank; undefined with q_proj), q_nope (T, H, nope), the rotated q_rope
+  // (T, H, rope), the normed latent c (T, kv_lora_rank) and the rotated k_rope (T, 1, rope).
+  struct Projected {
+    Tensor q_resid, q_nope, q_rope, c, k_rope;
+  };
+  Projected project(const Tensor& x, const ForwardBatch& batch) const;
+
   // q (T, H, nope), q_rope (T, H, rope), kv (T, H, nope + v), k_rope (T, 1, rope) ->
   // q, k, v (T, H, Dp), zero-padded to the kernels' head dim Dp (q/k when nope + rope <
   // Dp, v when v_head_dim < Dp; zero dims add exact zeros to every dot product).
