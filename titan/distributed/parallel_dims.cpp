@@ -45,7 +45,7 @@ MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, co
               "(each cp rank takes one head and one tail chunk)",
               job.training.seq_len, 2 * s.cp);
   s.ep = p.expert_parallel_degree;
-  TITAN_CHECK(s.ep % s.cp == 0 && (int64_t{s.dp_shard} * s.cp) % s.ep == 0,
+  TITAN_CHECK(s.ep == 1 || (s.ep % s.cp == 0 && (int64_t{s.dp_shard} * s.cp) % s.ep == 0),
               "parallelism.expert_parallel_degree={} must be a multiple of context_parallel_degree ({}) and divide "
               "data_parallel_shard_degree × context_parallel_degree = {} (ep is carved from them)",
               s.ep, s.cp, int64_t{s.dp_shard} * s.cp);
