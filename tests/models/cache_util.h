@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "tests/util/venv_python.h"
+#include "titan/autograd/node.h"
+#include "titan/core/thread_pool.h"
 #include "titan/models/common/decoder.h"
 
 namespace titan::test {
@@ -86,6 +88,55 @@ inline std::vector<float> generate_hidden(const models::Decoder& m, const std::v
 // The trainer path's final hidden states of the packed documents.
 inline std::vector<float> train_hidden(const models::Decoder& m, const std::vector<std::vector<int32_t>>& docs) {
   return m.forward(models::make_packed_batch(docs)).to_vector<float>();
+}
+
+// Token ids 0..95 of a length-n sequence; salt varies the sequence.
+inline std::vector<int32_t> tokens_of(int n, int salt) {
+  std::vector<int32_t> v;
+  for (int i = 0; i < n; ++i) v.push_back((i * 29 + salt * 13 + 1) % 96);
+  return v;
+}
+
+// The generator's final hidden states equal the trainer's bitwise for a 75-token
+// sequence: one prefill chunk, token by token, chunked prefill + decode, and (after
+// repack_for_decode, which changes m's decode weights) prefill + decode on repacked weights.
+inline void expect_prefill_equals_decode(models::Decoder& m) {
+  autograd::NoGradGuard ng;
+  const auto toks = tokens_of(75, 1);
+  const auto want = train_hidden(m, {toks});
+  EXPECT_TRUE(same_float_bits(generate_hidden(m, toks, {75}), want)) << "one prefill chunk";
+  EXPECT_TRUE(same_float_bits(generate_hidden(m, toks, std::vector<int>(75, 1)), want)) << "token by token";
+  EXPECT_TRUE(same_float_bits(generate_hidden(m, toks, {33, 1, 1, 40}), want)) << "chunked prefill + decode";
+  m.repack_for_decode();
+  EXPECT_TRUE(same_float_bits(generate_hidden(m, toks, {10, 1, 64}), want)) << "repacked weights";
+}
+
+// Batch invariance: each of 3 documents of 1, 7 and 257 tokens has the same final hidden
+// states alone on 1 thread, packed with the others on 1 and 2 threads, and through the
+// generator's cache.
+inline void expect_batch_invariant_1_7_257(const models::Decoder& m) {
+  autograd::NoGradGuard ng;
+  const int saved = num_threads();
+  const std::vector<int> lens = {1, 7, 257};
+  std::vector<std::vector<int32_t>> docs;
+  for (int i = 0; i < 3; ++i) docs.push_back(tokens_of(lens[static_cast<size_t>(i)], i + 2));
+  std::vector<std::vector<float>> alone;
+  set_num_threads(1);
+  for (auto& d : docs) alone.push_back(train_hidden(m, {d}));
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const auto packed = train_hidden(m, docs);
+    size_t off = 0;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      std::vector<float> part(packed.begin() + static_cast<long>(off),
+                              packed.begin() + static_cast<long>(off + alone[i].size()));
+      EXPECT_TRUE(same_float_bits(part, alone[i])) << lens[i] << " tokens in a packed batch, " << threads << " threads";
+      off += alone[i].size();
+      EXPECT_TRUE(same_float_bits(generate_hidden(m, docs[i], {lens[i]}), alone[i]))
+          << lens[i] << " tokens through the cache, " << threads << " threads";
+    }
+  }
+  set_num_threads(saved);
 }
 
 }  // namespace titan::test

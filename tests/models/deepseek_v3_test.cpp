@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/models/cache_util.h"
+#include "tests/util/expect_error.h"
 #include "tests/models/oracle_util.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
@@ -125,11 +126,7 @@ TransformerConfig small_mla() {
   return c;
 }
 
-std::vector<int32_t> tokens_of(int n, int salt) {
-  std::vector<int32_t> v;
-  for (int i = 0; i < n; ++i) v.push_back((i * 29 + salt * 13 + 1) % 96);
-  return v;
-}
+using test::tokens_of;
 
 using test::generate_hidden;
 using test::train_hidden;
@@ -146,40 +143,13 @@ TEST(DeepseekV3, LatentCachePrefillEqualsDecodeBitwise) {
   EXPECT_EQ(spec[0].paged[1].shape, (std::vector<int64_t>{32, 16}));  // (B, qk_rope_head_dim)
   // (kv_lora_rank + rope) floats per token and layer: 80 · 4 · 2 layers.
   EXPECT_EQ(cache_bytes_per_block(spec) / 32, 80 * 4 * 2);
-  const auto toks = tokens_of(75, 1);
-  const auto want = train_hidden(m, {toks});
-  EXPECT_TRUE(same_bits(generate_hidden(m, toks, {75}), want)) << "one prefill chunk";
-  EXPECT_TRUE(same_bits(generate_hidden(m, toks, std::vector<int>(75, 1)), want)) << "token by token";
-  EXPECT_TRUE(same_bits(generate_hidden(m, toks, {33, 1, 1, 40}), want)) << "chunked prefill + decode";
-  m.repack_for_decode();
-  EXPECT_TRUE(same_bits(generate_hidden(m, toks, {10, 1, 64}), want)) << "repacked weights";
+  test::expect_prefill_equals_decode(m);
 }
 
 TEST(DeepseekV3, BatchInvariance1_7_257TokensAnd1_2Threads) {
   Decoder m(small_mla());
   m.init_weights(4);
-  autograd::NoGradGuard ng;
-  const int saved = num_threads();
-  const std::vector<int> lens = {1, 7, 257};
-  std::vector<std::vector<int32_t>> docs;
-  for (int i = 0; i < 3; ++i) docs.push_back(tokens_of(lens[static_cast<size_t>(i)], i + 2));
-  std::vector<std::vector<float>> alone;
-  set_num_threads(1);
-  for (auto& d : docs) alone.push_back(train_hidden(m, {d}));
-  for (int threads : {1, 2}) {
-    set_num_threads(threads);
-    const auto packed = train_hidden(m, docs);
-    size_t off = 0;
-    for (size_t i = 0; i < docs.size(); ++i) {
-      std::vector<float> part(packed.begin() + static_cast<long>(off),
-                              packed.begin() + static_cast<long>(off + alone[i].size()));
-      EXPECT_TRUE(same_bits(part, alone[i])) << lens[i] << " tokens in a packed batch, " << threads << " threads";
-      off += alone[i].size();
-      EXPECT_TRUE(same_bits(generate_hidden(m, docs[i], {lens[i]}), alone[i]))
-          << lens[i] << " tokens through the cache, " << threads << " threads";
-    }
-  }
-  set_num_threads(saved);
+  test::expect_batch_invariant_1_7_257(m);
 }
 
 // ---- sizing.
@@ -256,14 +226,7 @@ nlohmann::json good_config() {
 }
 
 void expect_error(const nlohmann::json& j, const std::string& needle) {
-  try {
-    config_from_hf(parse_hf_config(j, "test"));
-    ADD_FAILURE() << "no error for " << needle;
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find(needle), std::string::npos) << m;
-    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  }
+  test::expect_one_line_error([&] { config_from_hf(parse_hf_config(j, "test")); }, needle);
 }
 
 TEST(DeepseekV3, BadHfConfigsAreOneLineErrorsNamingTheField) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/models/oracle_util.h"
+#include "tests/util/expect_error.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
 #include "titan/autograd/node.h"
@@ -162,14 +163,7 @@ TEST(Qwen3Moe, BadHfConfigsAreOneLineErrorsNamingTheField) {
                           {"moe_intermediate_size", 24}, {"norm_topk_prob", true}};
   };
   auto expect_error = [](const nlohmann::json& j, const std::string& needle) {
-    try {
-      config_from_hf(parse_hf_config(j, "test"));
-      ADD_FAILURE() << "no error for " << needle;
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(needle), std::string::npos) << m;
-      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-    }
+    test::expect_one_line_error([&] { config_from_hf(parse_hf_config(j, "test")); }, needle);
   };
   EXPECT_NO_THROW(config_from_hf(parse_hf_config(base(), "test")));
   nlohmann::json j = base();

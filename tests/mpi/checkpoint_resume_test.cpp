@@ -186,15 +186,7 @@ TEST(DistributedCheckpoint, BadCheckpointsFailOnEveryRank) {
     c.damage(d);
     std::string msg = c.message;
     for (size_t p; (p = msg.find("%D")) != std::string::npos;) msg.replace(p, 2, d);
-    const std::string log = dump + "/log.txt";
-    const int rc = run(titan_argv(2, train_args(dump, c.extra)), log);
-    const std::string out = file_bytes(log);
-    EXPECT_NE(rc, 0) << out;
-    for (int r = 0; r < 2; ++r)
-      EXPECT_NE(out.find("error: rank " + std::to_string(r) + ": " + msg + "\n"), std::string::npos)
-          << c.name << ", rank " << r << ":\n"
-          << out;
-    EXPECT_EQ(out.find("step "), std::string::npos) << "work started:\n" << out;
+    expect_refused_on_every_rank(2, train_args(dump, c.extra), msg, dump + "/log.txt", c.name);
     EXPECT_TRUE(fs::exists(d + "/MANIFEST.json")) << "the damaged checkpoint was removed";
   }
 }

@@ -87,15 +87,7 @@ TEST(Layout, BadLayoutsFailOnEveryRankBeforeWork) {
        "head and one tail chunk)"},
   };
   for (const Case& c : cases) {
-    const std::string log = dump + "/log.txt";
-    const int rc = run(titan_argv(c.np, train_args(dump, c.extra)), log);
-    const std::string out = file_bytes(log);
-    EXPECT_NE(rc, 0) << out;
-    for (int r = 0; r < c.np; ++r)
-      EXPECT_NE(out.find("error: rank " + std::to_string(r) + ": " + c.message + "\n"), std::string::npos)
-          << "rank " << r << ":\n"
-          << out;
-    EXPECT_EQ(out.find("step "), std::string::npos) << "work started:\n" << out;
+    expect_refused_on_every_rank(c.np, train_args(dump, c.extra), c.message, dump + "/log.txt");
   }
 }
 

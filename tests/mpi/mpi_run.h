@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -87,8 +88,15 @@ inline int run(const std::vector<std::string>& argv, const std::string& log) {
 // HF export's model.safetensors, written by rank 0).
 struct TrainOutcome {
   std::vector<double> loss, grad_norm, val_loss;
+  std::vector<nlohmann::json> rows;  // every metrics.jsonl row
   std::string weights, log;
   int rc = -1;
+  // Whether some training row logged KEY (e.g. "tp_comm_bytes") with a value > 0.
+  bool logged_positive(const std::string& key) const {
+    for (const auto& row : rows)
+      if (row.contains("loss") && row.contains(key) && row[key].get<double>() > 0) return true;
+    return false;
+  }
 };
 
 // `titan ARGS --job.dump_folder=<fresh dir NAME>` on np ranks (0: one process).
@@ -100,7 +108,8 @@ inline TrainOutcome run_titan_train(int np, const std::string& name, const std::
   r.rc = run(titan_argv(np, a), dump + "/log.txt");
   r.log = file_bytes(dump + "/log.txt");
   if (r.rc != 0) return r;
-  for (const auto& row : read_metrics(dump)) {
+  r.rows = read_metrics(dump);
+  for (const auto& row : r.rows) {
     if (row.contains("loss")) {
       r.loss.push_back(row["loss"].get<double>());
       r.grad_norm.push_back(row["grad_norm"].get<double>());
@@ -128,6 +137,20 @@ inline void expect_same_training(const TrainOutcome& one, const TrainOutcome& ma
   for (size_t i = 0; i < one.val_loss.size(); ++i) EXPECT_TRUE(same_bits(one.val_loss[i], many.val_loss[i])) << what;
   ASSERT_FALSE(one.weights.empty());
   EXPECT_TRUE(one.weights == many.weights) << what << ": final weights differ";
+}
+
+// `titan ARGS` on np ranks (output in LOG) must fail before its first step, with the
+// one-line error "error: rank R: MESSAGE" from every rank R.
+inline void expect_refused_on_every_rank(int np, const std::vector<std::string>& args, const std::string& message,
+                                         const std::string& log, const std::string& what = "") {
+  const int rc = run(titan_argv(np, args), log);
+  const std::string out = file_bytes(log);
+  EXPECT_NE(rc, 0) << what << ":\n" << out;
+  for (int r = 0; r < np; ++r)
+    EXPECT_NE(out.find("error: rank " + std::to_string(r) + ": " + message + "\n"), std::string::npos)
+        << what << ", rank " << r << ":\n"
+        << out;
+  EXPECT_EQ(out.find("step "), std::string::npos) << what << ": work started:\n" << out;
 }
 
 }  // namespace titan::test

@@ -23,7 +23,7 @@ namespace {
 
 constexpr size_t kSteps = 20;
 
-std::vector<std::string> train_args(const std::string& dump, const std::vector<std::string>& extra) {
+std::vector<std::string> train_args(const std::vector<std::string>& extra) {
   std::vector<std::string> a = {"train",
                                 "--recipe",
                                 "debugmodel",
@@ -32,33 +32,16 @@ std::vector<std::string> train_args(const std::string& dump, const std::vector<s
                                 "--training.local_batch_size=2",
                                 "--training.global_batch_size=8",
                                 "--validation.freq=10",
-                                "--checkpoint.export_hf=true",
-                                "--job.dump_folder=" + dump};
+                                "--checkpoint.export_hf=true"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
 
-struct RunResult {
-  std::vector<double> loss, grad_norm, val_loss;
-  std::string weights;
-  bool has_tp_comm = false;
-};
+using RunResult = TrainOutcome;
 
 RunResult run_train(int np, const std::string& name, const std::vector<std::string>& extra) {
-  const std::string dump = fresh_dir(name);
-  const std::string log = dump + "/log.txt";
-  const int rc = run(titan_argv(np, train_args(dump, extra)), log);
-  EXPECT_EQ(rc, 0) << file_bytes(log);
-  RunResult r;
-  for (const auto& row : read_metrics(dump)) {
-    if (row.contains("loss")) {
-      r.loss.push_back(row["loss"].get<double>());
-      r.grad_norm.push_back(row["grad_norm"].get<double>());
-      r.has_tp_comm = r.has_tp_comm || (row.contains("tp_comm_bytes") && row["tp_comm_bytes"].get<double>() > 0);
-    }
-    if (row.contains("val_loss")) r.val_loss.push_back(row["val_loss"].get<double>());
-  }
-  r.weights = file_bytes(dump + "/hf/model.safetensors");
+  RunResult r = run_titan_train(np, name, train_args(extra));
+  EXPECT_EQ(r.rc, 0) << r.log;
   return r;
 }
 
@@ -75,7 +58,7 @@ void expect_close_and_repeatable(const RunResult& one, int np, const std::string
   const RunResult a = run_train(np, name + "_a", extra), b = run_train(np, name + "_b", extra);
   ASSERT_EQ(one.loss.size(), kSteps);
   ASSERT_EQ(a.loss.size(), kSteps) << name;
-  EXPECT_TRUE(a.has_tp_comm) << name << ": no tensor-parallel communication was logged";
+  EXPECT_TRUE(a.logged_positive("tp_comm_bytes")) << name << ": no tensor-parallel communication was logged";
   bool all_same_bits = true;
   for (size_t i = 0; i < kSteps; ++i) {
     EXPECT_LE(std::fabs(a.loss[i] - one.loss[i]), 1e-4) << name << " step " << i + 1;
@@ -152,13 +135,6 @@ TEST(TensorParallel, RefusedCombinationsFailOnEveryRankBeforeWork) {
     std::vector<std::string> args = {"train", "--training.steps=2", "--parallelism.tensor_parallel_degree=2",
                                      "--job.dump_folder=" + dump};
     args.insert(args.end(), c.args.begin(), c.args.end());
-    const std::string log = dump + "/log.txt";
-    EXPECT_NE(run(titan_argv(2, args), log), 0);
-    const std::string out = file_bytes(log);
-    for (int r = 0; r < 2; ++r)
-      EXPECT_NE(out.find("error: rank " + std::to_string(r) + ": " + c.message + "\n"), std::string::npos)
-          << "rank " << r << ":\n"
-          << out;
-    EXPECT_EQ(out.find("step "), std::string::npos) << "work started:\n" << out;
+    expect_refused_on_every_rank(2, args, c.message, dump + "/log.txt");
   }
 }

@@ -19,16 +19,11 @@ constexpr const char* kCompactionTaskConfig =
 // demonstrations: every turn's sorted list, and the list so far as the summary when
 // the environment asks for one; one masked document per turn in its own context.
 JobConfig compaction_sft() {
-  JobConfig c = alphabet_sort_sft();
+  JobConfig c = workload_sft("compaction", kCompactionTaskConfig);
   c.job.description = "compaction SFT: the alphabet_sort_sft model on running-list episodes with summaries, from scratch";
-  c.model.flavor = "compaction_sft";
-  c.training.task = "compaction";
-  c.training.task_config = kCompactionTaskConfig;
   c.training.seq_len = 1024;
-  c.training.local_batch_size = 2;
   c.training.steps = 600;
   c.validation.freq = 200;
-  c.metrics.log_freq = 50;
   return c;
 }
 
@@ -36,26 +31,16 @@ JobConfig compaction_sft() {
 // temperature 1.0, each context at most 768 tokens (rl.max_total_tokens), replies of
 // at most 192 tokens. Reward: the mean list similarity over the episode's turns.
 JobConfig compaction_grpo() {
-  JobConfig c = alphabet_sort_grpo();
-  c.model.flavor = "compaction_sft";
+  JobConfig c = workload_grpo("compaction", kCompactionTaskConfig);
   c.job.description = "GRPO on compaction from the compaction_sft checkpoint (group 8, temperature 1.0)";
-  c.training.task = "compaction";
-  c.training.task_config = kCompactionTaskConfig;
   c.training.steps = 8;  // 212 s on the shared 2-core machine (docs/rl-workloads.md)
-  c.optimizer.lr = 1e-4;
   c.generator.max_tokens = 192;
   c.generator.kv_cache_bytes = int64_t{128} << 20;
-  c.rl.env = "compaction";
-  c.rl.env_config = kCompactionTaskConfig;
-  c.rl.init_from = "outputs/compaction_sft/hf";
-  c.rl.group_size = 8;
   c.rl.rollouts_per_step = 16;
-  c.rl.overlong_buffer_len = 0;
   c.rl.val_freq = 4;
   c.rl.val_samples = 32;
   c.rl.max_turns = 11;
   c.rl.max_total_tokens = 768;
-  c.rl.microbatch_tokens = 4096;
   return c;
 }
 

@@ -17,42 +17,27 @@ constexpr const char* kLongContextTaskConfig =
 // alphabet_sort_sft's small chat model trained from scratch on retrieval
 // demonstrations (<answer>VALUE</answer>, loss on the reply only).
 JobConfig long_context_sft() {
-  JobConfig c = alphabet_sort_sft();
+  JobConfig c = workload_sft("long_context", kLongContextTaskConfig);
   c.job.description = "long_context SFT: the alphabet_sort_sft model on key-value retrieval, from scratch";
-  c.model.flavor = "long_context_sft";
-  c.training.task = "long_context";
-  c.training.task_config = kLongContextTaskConfig;
   c.training.seq_len = 1024;
-  c.training.local_batch_size = 2;
   c.training.steps = 600;
   c.validation.freq = 200;
-  c.metrics.log_freq = 50;
   return c;
 }
 
 // GRPO on long_context from the long_context_sft export: group 8, 64 rollouts per
 // step, temperature 1.0, one turn of at most 16 tokens. Reward: exact match.
 JobConfig long_context_grpo() {
-  JobConfig c = alphabet_sort_grpo();
-  c.model.flavor = "long_context_sft";
+  JobConfig c = workload_grpo("long_context", kLongContextTaskConfig);
   c.job.description = "GRPO on long_context from the long_context_sft checkpoint (group 8, temperature 1.0)";
-  c.training.task = "long_context";
-  c.training.task_config = kLongContextTaskConfig;
   c.training.steps = 20;
-  c.optimizer.lr = 1e-4;
   c.generator.max_tokens = 16;
   c.generator.kv_cache_bytes = int64_t{64} << 20;
-  c.rl.env = "long_context";
-  c.rl.env_config = kLongContextTaskConfig;
-  c.rl.init_from = "outputs/long_context_sft/hf";
-  c.rl.group_size = 8;
   c.rl.rollouts_per_step = 64;
-  c.rl.overlong_buffer_len = 0;
   c.rl.val_freq = 10;
   c.rl.val_samples = 128;
   c.rl.max_turns = 1;
   c.rl.max_total_tokens = 1024;
-  c.rl.microbatch_tokens = 4096;
   return c;
 }
 

@@ -56,4 +56,13 @@ JobConfig long_context_grpo();  // GRPO on long_context from the long_context_sf
 JobConfig self_play_sft();      // the alphabet_sort_sft model on Nim games of random moves (self_play_recipes.cpp)
 JobConfig self_play_grpo();     // GRPO self-play on Nim from the self_play_sft export (self_play_recipes.cpp)
 
+// The common part of a chat workload's recipe pair (rl_recipes.cpp). workload_sft(TASK,
+// TASK_CONFIG): alphabet_sort_sft's model (flavor "<TASK>_sft") trained from scratch on
+// TASK's demonstrations (training.task, training.task_config), 2 rows per step, metrics
+// every 50 steps. workload_grpo(TASK, TASK_CONFIG): alphabet_sort_grpo on environment TASK
+// with the same config from "outputs/<TASK>_sft/hf", lr 1e-4, group 8, no overlong
+// penalty, 4096-token microbatches. The callers set lengths, steps and sample counts.
+JobConfig workload_sft(const std::string& task, const std::string& task_config);
+JobConfig workload_grpo(const std::string& task, const std::string& task_config);
+
 }  // namespace titan::config

@@ -80,4 +80,29 @@ JobConfig alphabet_sort_moe_grpo() {
   return c;
 }
 
+JobConfig workload_sft(const std::string& task, const std::string& task_config) {
+  JobConfig c = alphabet_sort_sft();
+  c.model.flavor = task + "_sft";
+  c.training.task = task;
+  c.training.task_config = task_config;
+  c.training.local_batch_size = 2;
+  c.metrics.log_freq = 50;
+  return c;
+}
+
+JobConfig workload_grpo(const std::string& task, const std::string& task_config) {
+  JobConfig c = alphabet_sort_grpo();
+  c.model.flavor = task + "_sft";
+  c.training.task = task;
+  c.training.task_config = task_config;
+  c.optimizer.lr = 1e-4;
+  c.rl.env = task;
+  c.rl.env_config = task_config;
+  c.rl.init_from = "outputs/" + task + "_sft/hf";
+  c.rl.group_size = 8;
+  c.rl.overlong_buffer_len = 0;
+  c.rl.microbatch_tokens = 4096;
+  return c;
+}
+
 }  // namespace titan::config

@@ -20,17 +20,12 @@ constexpr const char* kSelfPlayTaskConfig =
 // the legal moves, not Nim's strategy (take n mod 4), which the GRPO run has to find.
 // One masked document per move (the context restarts every move: ~120 tokens).
 JobConfig self_play_sft() {
-  JobConfig c = alphabet_sort_sft();
+  JobConfig c = workload_sft("self_play", kSelfPlayTaskConfig);
   c.job.description = "self_play SFT: the alphabet_sort_sft model on Nim games of random legal moves, from scratch";
-  c.model.flavor = "self_play_sft";
-  c.training.task = "self_play";
-  c.training.task_config = kSelfPlayTaskConfig;
   c.training.seq_len = 512;
-  c.training.local_batch_size = 2;
   c.training.steps = 300;
   c.lr_scheduler.warmup_steps = 20;
   c.validation.freq = 100;
-  c.metrics.log_freq = 50;
   return c;
 }
 
@@ -40,11 +35,8 @@ JobConfig self_play_sft() {
 // the opposite advantage. Validation: greedy games against the scripted random
 // opponent (val_reward = win - loss rate, val_win, val_draw).
 JobConfig self_play_grpo() {
-  JobConfig c = alphabet_sort_grpo();
-  c.model.flavor = "self_play_sft";
+  JobConfig c = workload_grpo("self_play", kSelfPlayTaskConfig);
   c.job.description = "GRPO self-play on Nim from the self_play_sft checkpoint (group 8, temperature 1.0)";
-  c.training.task = "self_play";
-  c.training.task_config = kSelfPlayTaskConfig;
   c.training.steps = 16;
   // lr 1e-3 from the first step broke the policy (every player 1 forfeited from step 2 on);
   // 2e-4 left the greedy moves unchanged after 10 steps (docs/rl-workloads.md).
@@ -52,17 +44,12 @@ JobConfig self_play_grpo() {
   c.lr_scheduler.warmup_steps = 4;
   c.generator.max_tokens = 16;
   c.generator.kv_cache_bytes = int64_t{64} << 20;
-  c.rl.env = "self_play";
-  c.rl.env_config = kSelfPlayTaskConfig;
-  c.rl.init_from = "outputs/self_play_sft/hf";
-  c.rl.group_size = 8;
   c.rl.rollouts_per_step = 32;
-  c.rl.overlong_buffer_len = 0;  // a move is ~13 tokens of 16; a cut reply already scores 0
+  // No overlong penalty (workload_grpo): a move is ~13 tokens of 16; a cut reply already scores 0.
   c.rl.val_freq = 8;
   c.rl.val_samples = 256;
   c.rl.max_turns = 8;
   c.rl.max_total_tokens = 512;
-  c.rl.microbatch_tokens = 4096;
   return c;
 }
 

@@ -23,16 +23,11 @@ constexpr const char* kToolUseTaskConfig =
 // assistant's tokens only; the system prompt, question and tool responses are
 // context). Long turns: a 3-turn episode's last prompt is ~900 bytes.
 JobConfig tool_use_sft() {
-  JobConfig c = alphabet_sort_sft();
+  JobConfig c = workload_sft("tool_use", kToolUseTaskConfig);
   c.job.description = "tool_use SFT: the alphabet_sort_sft model on tool-using demonstrations, from scratch";
-  c.model.flavor = "tool_use_sft";
-  c.training.task = "tool_use";
-  c.training.task_config = kToolUseTaskConfig;
   c.training.seq_len = 1024;
-  c.training.local_batch_size = 2;
   c.training.steps = 900;
   c.validation.freq = 300;
-  c.metrics.log_freq = 50;
   return c;
 }
 
@@ -41,26 +36,17 @@ JobConfig tool_use_sft() {
 // Reward: exact match of the final <answer> (0 for an episode cut at max_tokens or
 // out of turns).
 JobConfig tool_use_grpo() {
-  JobConfig c = alphabet_sort_grpo();
-  c.model.flavor = "tool_use_sft";
+  JobConfig c = workload_grpo("tool_use", kToolUseTaskConfig);
   c.job.description = "GRPO on tool_use from the tool_use_sft checkpoint (group 8, temperature 1.0)";
-  c.training.task = "tool_use";
-  c.training.task_config = kToolUseTaskConfig;
   c.training.steps = 20;
-  c.optimizer.lr = 1e-4;
   c.generator.max_tokens = 96;
   c.generator.kv_cache_bytes = int64_t{128} << 20;
-  c.rl.env = "tool_use";
-  c.rl.env_config = kToolUseTaskConfig;
-  c.rl.init_from = "outputs/tool_use_sft/hf";
-  c.rl.group_size = 8;
   c.rl.rollouts_per_step = 32;
-  c.rl.overlong_buffer_len = 0;  // answers and calls are far below max_tokens; a cut call already scores 0
+  // No overlong penalty (workload_grpo): answers and calls are far below max_tokens; a cut call already scores 0.
   c.rl.val_freq = 10;
   c.rl.val_samples = 64;
   c.rl.max_turns = 4;
   c.rl.max_total_tokens = 2048;
-  c.rl.microbatch_tokens = 4096;
   return c;
 }
 

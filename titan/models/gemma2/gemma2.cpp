@@ -63,6 +63,19 @@ void write_gemma_fields(const TransformerConfig& c, HFConfig& h) {
   h.extra["layer_types"] = c.layer_types;
 }
 
+TransformerConfig gemma_base_config(const std::string& family) {
+  TransformerConfig c;
+  c.family = family;
+  c.post_norms = true;
+  c.norm_unit_offset = true;
+  c.hidden_act = "gelu_pytorch_tanh";
+  c.rms_norm_eps = 1e-6;
+  c.tie_word_embeddings = true;
+  c.bos_token_id = 2;
+  c.eos_token_id = 1;
+  return c;
+}
+
 namespace {
 void read_gemma2_fields(const HFConfig& hf, TransformerConfig& c) { read_gemma_fields(hf, c, {50.0, 30.0, 2}); }
 }  // namespace
@@ -75,21 +88,13 @@ Family make_gemma2_family() {
   f.init_style = nn::InitStyle::gpt2;  // normal(0.02) (HF initializer_range)
   f.read_hf = read_gemma2_fields;
   f.write_hf = write_gemma_fields;
-  TransformerConfig base;
-  base.family = "gemma2";
-  base.post_norms = true;
-  base.norm_unit_offset = true;
+  TransformerConfig base = gemma_base_config("gemma2");
   base.attn_logit_softcapping = 50.0;
   base.final_logit_softcapping = 30.0;
-  base.hidden_act = "gelu_pytorch_tanh";
-  base.rms_norm_eps = 1e-6;
   base.rope_theta = 10000;
-  base.tie_word_embeddings = true;
   base.vocab_size = 256000;
   base.max_position_embeddings = 8192;
   base.sliding_window = 4096;
-  base.bos_token_id = 2;
-  base.eos_token_id = 1;
   auto sized = [&](int64_t D, int64_t F, int64_t L, int64_t H, int64_t Hkv, int64_t Dh, double qpas) {
     TransformerConfig c = base;
     c.hidden_size = D;

@@ -1,6 +1,8 @@
 // The config.json fields Gemma 2 and Gemma 3 share (Gemma2Config / Gemma3TextConfig,
 // in HFConfig::extra), read into and written from the decoder's variant flags.
 #pragma once
+#include <string>
+
 #include "titan/checkpoint/hf_config.h"
 #include "titan/models/common/config.h"
 
@@ -22,5 +24,10 @@ struct GemmaDefaults {
 void read_gemma_fields(const HFConfig& hf, TransformerConfig& c, const GemmaDefaults& d);
 // The same fields into h.extra (a soft-cap of 0 written as null).
 void write_gemma_fields(const TransformerConfig& c, HFConfig& h);
+
+// What every Gemma 2 / Gemma 3 flavor shares: sandwich norms, gain-centred RMSNorm
+// (eps 1e-6), the GeGLU activation gelu_pytorch_tanh, a tied LM head, bos 2 / eos 1;
+// `family` is the config's family name.
+TransformerConfig gemma_base_config(const std::string& family);
 
 }  // namespace titan::models

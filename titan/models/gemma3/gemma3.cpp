@@ -54,18 +54,10 @@ Family make_gemma3_family() {
   f.init_style = nn::InitStyle::gpt2;  // normal(0.02) (HF initializer_range)
   f.read_hf = read_gemma3_fields;
   f.write_hf = write_gemma3_fields;
-  TransformerConfig base;
-  base.family = "gemma3";
-  base.post_norms = true;
-  base.norm_unit_offset = true;
+  TransformerConfig base = gemma_base_config("gemma3");
   base.qk_norm = true;
-  base.hidden_act = "gelu_pytorch_tanh";
-  base.rms_norm_eps = 1e-6;
   base.rope_theta = 1000000;
   base.rope_local_base_freq = 10000;
-  base.tie_word_embeddings = true;
-  base.bos_token_id = 2;
-  base.eos_token_id = 1;
   auto sized = [&](int64_t V, int64_t D, int64_t F, int64_t L, int64_t H, int64_t Hkv, int64_t Dh, double qpas,
                    int64_t window, int64_t ctx) {
     TransformerConfig c = base;
