@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "titan/autograd/node.h"
@@ -151,6 +153,59 @@ static void for_each_offset(const Tensor& t, F&& fn) {
   }
 }
 
+// A same-dtype copy between strided layouts (views: narrow, expand, permute, ...):
+// the dimensions are coalesced where both layouts allow it, then each row of the
+// innermost dimension is one memcpy (both unit-stride) or a strided loop, rows split
+// over the thread pool. Element values are moved, never computed, so the result does
+// not depend on the split.
+static void copy_same_dtype_strided(char* dbase, const Tensor& dst, const char* sbase, const Tensor& src,
+                                    size_t es) {
+  // Coalesced (size, dst stride, src stride), outermost first; size-1 dims dropped.
+  std::vector<std::array<int64_t, 3>> dims;
+  for (int64_t d = 0; d < dst.dim(); ++d) {
+    const int64_t n = dst.shape()[d];
+    if (n == 1) continue;
+    const int64_t a = dst.strides()[d], b = src.strides()[d];
+    if (!dims.empty() && dims.back()[1] == a * n && dims.back()[2] == b * n) {
+      dims.back() = {dims.back()[0] * n, a, b};
+    } else {
+      dims.push_back({n, a, b});
+    }
+  }
+  if (dims.empty()) dims.push_back({1, 1, 1});
+  const auto [len, dstep, sstep] = dims.back();
+  dims.pop_back();
+  int64_t rows = 1;
+  for (auto& d : dims) rows *= d[0];
+  const bool unit = dstep == 1 && sstep == 1;
+  auto run_rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t rem = r, doff = 0, soff = 0;
+      for (size_t k = dims.size(); k-- > 0;) {
+        const int64_t i = rem % dims[k][0];
+        rem /= dims[k][0];
+        doff += i * dims[k][1];
+        soff += i * dims[k][2];
+      }
+      char* dp = dbase + doff * static_cast<int64_t>(es);
+      const char* sp = sbase + soff * static_cast<int64_t>(es);
+      if (unit) {
+        std::memcpy(dp, sp, static_cast<size_t>(len) * es);
+      } else if (es == 4) {
+        for (int64_t j = 0; j < len; ++j) std::memcpy(dp + j * dstep * 4, sp + j * sstep * 4, 4);
+      } else if (es == 2) {
+        for (int64_t j = 0; j < len; ++j) std::memcpy(dp + j * dstep * 2, sp + j * sstep * 2, 2);
+      } else {
+        for (int64_t j = 0; j < len; ++j)
+          std::memcpy(dp + j * dstep * static_cast<int64_t>(es), sp + j * sstep * static_cast<int64_t>(es), es);
+      }
+    }
+  };
+  // Rows of at least ~16 KiB per task, so small copies stay on the calling thread.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{16} << 10) / std::max<int64_t>(1, len * static_cast<int64_t>(es)));
+  parallel_for_grain(rows, grain, run_rows);
+}
+
 void Tensor::copy_(const Tensor& src) {
   TITAN_CHECK(src.shape() == shape(), "Tensor::copy_: source shape {} != destination shape {}",
               shape_str(src.shape()), shape_str(shape()));
@@ -159,6 +214,11 @@ void Tensor::copy_(const Tensor& src) {
   const char* sbase = static_cast<const char*>(src.data_ptr());
   if (sd == dd && is_contiguous() && src.is_contiguous()) {
     std::memcpy(dbase, sbase, nbytes());
+    return;
+  }
+  if (numel() == 0) return;
+  if (sd == dd) {
+    copy_same_dtype_strided(dbase, *this, sbase, src, dtype_size(sd));
     return;
   }
   // Gather source offsets in row-major order, then write.
