@@ -18,113 +18,44 @@
 //    back, and TP runs are bitwise equal run to run.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "tests/mpi/mpi_run.h"
+#include "tests/mpi/checkpoint_run.h"
 
 using namespace titan::test;
+using namespace titan::test::ckpt;
 
 namespace {
 
-constexpr int kSteps = 6, kInterval = 3;
 constexpr double kTpTol = 1e-4;  // the TP loss tolerance of tp_train_test.cpp
 
-const std::vector<std::string> kTp2 = {"--parallelism.tensor_parallel_degree=2"};
-const std::vector<std::string> kTp2Sp = {"--parallelism.tensor_parallel_degree=2",
-                                         "--parallelism.enable_sequence_parallel=true"};
-const std::vector<std::string> kTp2Dp2 = {"--parallelism.tensor_parallel_degree=2",
-                                          "--parallelism.data_parallel_shard_degree=2"};
-
-struct TrainRun {
-  std::string dump, out;
-  std::map<int64_t, double> loss;
-  std::string weights;
-};
-
-// `titan train` of `steps` steps on np ranks (0: one process) in `dump`.
-TrainRun run_train(int np, const std::string& dump, const std::vector<std::string>& extra, int steps = kSteps) {
-  std::vector<std::string> a = {"train", "--recipe", "debugmodel", "--model.vocab_size=260",
-                                "--training.steps=" + std::to_string(steps), "--training.local_batch_size=2",
-                                "--training.global_batch_size=8", "--validation.enabled=false",
-                                "--checkpoint.enable=true", "--checkpoint.interval=" + std::to_string(kInterval),
-                                "--checkpoint.async_mode=async", "--checkpoint.keep_latest_k=0",
-                                "--checkpoint.export_hf=true", "--job.dump_folder=" + dump};
-  a.insert(a.end(), extra.begin(), extra.end());
-  TrainRun r;
-  r.dump = dump;
-  const int rc = run(titan_argv(np, a), dump + "/log.txt");
-  r.out = file_bytes(dump + "/log.txt");
-  EXPECT_EQ(rc, 0) << r.out;
-  for (const auto& row : read_metrics(dump))
-    if (row.contains("loss")) r.loss[row["step"].get<int64_t>()] = row["loss"].get<double>();
-  r.weights = file_bytes(dump + "/hf/model.safetensors");
-  return r;
+std::vector<std::string> job(const std::vector<std::string>& layout = {}) {
+  std::vector<std::string> a = {"--recipe", "debugmodel", "--model.vocab_size=260", "--training.local_batch_size=2",
+                                "--training.global_batch_size=8"};
+  a.insert(a.end(), layout.begin(), layout.end());
+  return a;
 }
+const std::vector<std::string> kTp2 = job({"--parallelism.tensor_parallel_degree=2"});
+const std::vector<std::string> kTp2Sp =
+    job({"--parallelism.tensor_parallel_degree=2", "--parallelism.enable_sequence_parallel=true"});
+const std::vector<std::string> kTp2Dp2 =
+    job({"--parallelism.tensor_parallel_degree=2", "--parallelism.data_parallel_shard_degree=2"});
 
-const TrainRun& straight(int np, const std::string& name, const std::vector<std::string>& extra = {}) {
-  static std::map<std::string, TrainRun> runs;
-  auto it = runs.find(name);
-  if (it == runs.end()) it = runs.emplace(name, run_train(np, fresh_dir("tpck_" + name), extra)).first;
-  return it->second;
-}
-const TrainRun& one_rank() { return straight(0, "one"); }
-const TrainRun& fsdp4() { return straight(4, "fsdp4"); }
+const TrainRun& one_rank() { return straight(0, "tp_one", job()); }
+const TrainRun& fsdp4() { return straight(4, "tp_fsdp4", job()); }
 const TrainRun& fsdp2_tp2() { return straight(4, "fsdp2_tp2", kTp2Dp2); }
-
-// np ranks started in a fresh folder holding a copy of `from`'s step-`step` checkpoint,
-// training to `steps`.
-TrainRun resume(const TrainRun& from, int step, int np, const std::string& name, const std::vector<std::string>& extra,
-                int steps) {
-  const std::string dump = fresh_dir("tpck_" + name);
-  const std::string d = "/checkpoint/step-" + std::to_string(step);
-  fs::create_directories(dump + "/checkpoint");
-  fs::copy(from.dump + d, dump + d, fs::copy_options::recursive);
-  TrainRun r = run_train(np, dump, extra, steps);
-  EXPECT_NE(r.out.find("resumed from " + dump + d + " (step " + std::to_string(step) + ")"), std::string::npos)
-      << r.out;
-  return r;
-}
-
-// The HF export of the weights np ranks load from `from`'s step-3 checkpoint.
-std::string loaded_weights(const TrainRun& from, int np, const std::string& name,
-                           const std::vector<std::string>& extra) {
-  const TrainRun r = resume(from, kInterval, np, name, extra, kInterval);
-  // metrics.jsonl holds the checkpoint's own step-3 row (restored on resume), nothing later.
-  EXPECT_TRUE(r.loss.empty() || r.loss.rbegin()->first == kInterval) << name << ": trained although nothing was left";
-  return r.weights;
-}
-
-// Steps 4..6 of `r` against `ref`: bitwise (tol 0) or within tol; returns the largest gap.
-double expect_next_losses(const TrainRun& r, const TrainRun& ref, double tol, const std::string& what) {
-  double worst = 0;
-  for (int s = kInterval + 1; s <= kSteps; ++s) {
-    if (!r.loss.count(s) || !ref.loss.count(s)) {
-      ADD_FAILURE() << what << ": no loss at step " << s << "\n" << r.out;
-      continue;
-    }
-    const double a = r.loss.at(s), b = ref.loss.at(s);
-    worst = std::max(worst, std::abs(a - b));
-    if (tol == 0)
-      EXPECT_TRUE(same_bits(a, b)) << what << " step " << s << ": " << a << " vs " << b;
-    else
-      EXPECT_LE(std::abs(a - b), tol) << what << " step " << s << ": " << a << " vs " << b;
-  }
-  std::printf("%s: steps %d..%d, max |loss - reference| = %.3g\n", what.c_str(), kInterval + 1, kSteps, worst);
-  return worst;
-}
 
 }  // namespace
 
 TEST(TpCheckpoint, Fsdp4ToOneRankIsBitwise) {
-  const TrainRun r = resume(fsdp4(), kInterval, 0, "fsdp4_to_1", {}, kSteps);
+  const TrainRun r = resume(fsdp4(), kInterval, 0, "fsdp4_to_1", job(), kSteps);
   expect_next_losses(r, one_rank(), 0, "FSDP 4 -> 1 rank");
   ASSERT_FALSE(one_rank().weights.empty());
   EXPECT_TRUE(r.weights == one_rank().weights) << "final weights differ from the uninterrupted 1-rank run";
 }
 
 TEST(TpCheckpoint, Fsdp4ToTp2Dp2) {
-  const std::string one = loaded_weights(fsdp4(), 0, "fsdp4_load_1", {});
+  const std::string one = loaded_weights(fsdp4(), 0, "fsdp4_load_1", job());
   ASSERT_FALSE(one.empty());
   EXPECT_TRUE(loaded_weights(fsdp4(), 4, "fsdp4_load_tp2dp2", kTp2Dp2) == one)
       << "TP 2 x DP 2 read back other bits than 1 rank";
@@ -133,7 +64,7 @@ TEST(TpCheckpoint, Fsdp4ToTp2Dp2) {
 }
 
 TEST(TpCheckpoint, Fsdp4ToTp2SequenceParallel) {
-  EXPECT_TRUE(loaded_weights(fsdp4(), 2, "fsdp4_load_tp2sp", kTp2Sp) == loaded_weights(fsdp4(), 0, "fsdp4_load_1b", {}))
+  EXPECT_TRUE(loaded_weights(fsdp4(), 2, "fsdp4_load_tp2sp", kTp2Sp) == loaded_weights(fsdp4(), 0, "fsdp4_load_1b", job()))
       << "TP 2 + SP read back other bits than 1 rank";
   const TrainRun r = resume(fsdp4(), kInterval, 2, "fsdp4_to_tp2sp", kTp2Sp, kSteps);
   expect_next_losses(r, one_rank(), kTpTol, "FSDP 4 -> TP 2 + SP");
@@ -143,9 +74,9 @@ TEST(TpCheckpoint, Fsdp2xTp2ToOneRank) {
   const TrainRun& src = fsdp2_tp2();
   ASSERT_FALSE(src.weights.empty()) << src.out;
   // The HF export gathered over tp and FSDP on rank 0 == 1 rank's export of the final checkpoint.
-  const TrainRun last = resume(src, kSteps, 0, "fsdp2tp2_load_1", {}, kSteps);
+  const TrainRun last = resume(src, kSteps, 0, "fsdp2tp2_load_1", job(), kSteps);
   EXPECT_TRUE(last.weights == src.weights) << "the TP export differs from the 1-rank export of the same checkpoint";
-  const TrainRun r = resume(src, kInterval, 0, "fsdp2tp2_to_1", {}, kSteps);
+  const TrainRun r = resume(src, kInterval, 0, "fsdp2tp2_to_1", job(), kSteps);
   expect_next_losses(r, src, kTpTol, "FSDP 2 x TP 2 -> 1 rank");
 
   // The index: colwise, rowwise and vocab pieces over tp and dp_shard; the norms once per dp_shard row block.
@@ -166,12 +97,5 @@ TEST(TpCheckpoint, Fsdp2xTp2ToOneRank) {
   EXPECT_EQ(t["optimizer/layers.0.feed_forward.w2.weight.exp_avg"]["shards"].size(), 4u);
 }
 
-TEST(TpCheckpoint, Tp2SameLayoutResumeIsBitwise) {
-  for (const auto& [name, extra] : {std::pair{std::string("tp2"), kTp2}, std::pair{std::string("tp2sp"), kTp2Sp}}) {
-    const TrainRun& full = straight(2, name, extra);
-    const TrainRun r = resume(full, kInterval, 2, name + "_resumed", extra, kSteps);
-    expect_next_losses(r, full, 0, name + " -> " + name);
-    ASSERT_FALSE(full.weights.empty()) << full.out;
-    EXPECT_TRUE(r.weights == full.weights) << name << ": final weights differ from the uninterrupted run";
-  }
-}
+TEST(TpCheckpoint, Tp2SameLayoutResumeIsBitwise) { expect_same_layout_resume(2, "tp2", kTp2); }
+TEST(TpCheckpoint, Tp2SequenceParallelSameLayoutResumeIsBitwise) { expect_same_layout_resume(2, "tp2sp", kTp2Sp); }

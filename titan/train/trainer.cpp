@@ -133,20 +133,12 @@ void Trainer::build() {
                 "optimizer.name=muon with parallelism.context_parallel_degree={} is not supported (Muon "
                 "orthogonalises whole matrices; FSDP over dp_shard × cp holds row shards)",
                 shape.cp);
-    TITAN_CHECK(!job_.checkpoint.enable,
-                "checkpoint.enable=true with parallelism.context_parallel_degree={} is not supported: the shards "
-                "over dp_shard × cp have no checkpoint placement yet",
-                shape.cp);
     TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16,
                 "model.compute_dtype=bf16 with parallelism.context_parallel_degree={} is not supported: bf16 "
                 "compute covers the whole model's forward on one rank or under FSDP",
                 shape.cp);
     cp_ = std::make_unique<distributed::ContextParallel>(mesh_->group(distributed::MeshDim::cp));
   }
-  TITAN_CHECK(shape.ep == 1 || !job_.checkpoint.enable,
-              "checkpoint.enable=true with parallelism.expert_parallel_degree={} is not supported: the experts' "
-              "pieces are not written to distributed checkpoints yet",
-              shape.ep);
   if (sharded) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with a data-parallel degree of {} is not supported (Muon orthogonalises "
