@@ -21,17 +21,23 @@ struct TrainRun {
   std::string weights;
 };
 
-// `titan train BASE --training.steps=STEPS` with checkpoints every kInterval steps and an
-// HF export, on np ranks (0: one process) in `dump`; `base` holds the recipe and layout.
-inline TrainRun run_train(int np, const std::string& dump, const std::vector<std::string>& base, int steps = kSteps) {
+// The arguments of `titan train BASE --training.steps=STEPS` with checkpoints every
+// kInterval steps and an HF export in `dump`; `base` holds the recipe and layout.
+inline std::vector<std::string> train_argv(const std::string& dump, const std::vector<std::string>& base,
+                                           int steps = kSteps) {
   std::vector<std::string> a = {"train", "--training.steps=" + std::to_string(steps), "--checkpoint.enable=true",
                                 "--checkpoint.interval=" + std::to_string(kInterval), "--checkpoint.async_mode=async",
                                 "--checkpoint.keep_latest_k=0", "--checkpoint.export_hf=true",
                                 "--validation.enabled=false", "--job.dump_folder=" + dump};
   a.insert(a.end(), base.begin(), base.end());
+  return a;
+}
+
+// train_argv on np ranks (0: one process): its losses by step and final weights.
+inline TrainRun run_train(int np, const std::string& dump, const std::vector<std::string>& base, int steps = kSteps) {
   TrainRun r;
   r.dump = dump;
-  const int rc = run(titan_argv(np, a), dump + "/log.txt");
+  const int rc = run(titan_argv(np, train_argv(dump, base, steps)), dump + "/log.txt");
   r.out = file_bytes(dump + "/log.txt");
   EXPECT_EQ(rc, 0) << r.out;
   for (const auto& row : read_metrics(dump))
