@@ -9,6 +9,8 @@
 //     checkpoint and ends with the weights of a 1-rank run that was never killed
 //     (HF export, byte for byte: FSDP 2 is bitwise equal to one rank, and the resume
 //     reads back the same bits, checkpoint_resume_test.cpp).
+// The same on 2 TP ranks (each writing its colwise/rowwise pieces), against an
+// uninterrupted TP 2 run.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,8 +25,9 @@ namespace {
 
 constexpr int kSteps = 30;
 
-std::vector<std::string> train_args(const std::string& dump, const std::string& interval) {
-  return {"train",
+std::vector<std::string> train_args(const std::string& dump, const std::string& interval,
+                                    const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
           "--recipe",
           "debugmodel",
           "--training.steps=" + std::to_string(kSteps),
@@ -38,6 +41,8 @@ std::vector<std::string> train_args(const std::string& dump, const std::string& 
           "--checkpoint.keep_latest_k=2",
           "--checkpoint.export_hf=true",
           "--job.dump_folder=" + dump};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
 }
 
 // step -> published (MANIFEST.json present and complete).
@@ -85,24 +90,25 @@ pid_t rank_pid(pid_t root, int rank) {
   return 0;
 }
 
-const std::string& uninterrupted_weights() {
-  static const std::string w = [] {
-    const std::string dump = fresh_dir("kill_straight");
-    const std::string log = dump + "/log.txt";
-    EXPECT_EQ(run(titan_argv(0, train_args(dump, "1000")), log), 0) << file_bytes(log);
-    return file_bytes(dump + "/hf/model.safetensors");
-  }();
-  return w;
+// The final weights of a run that is never killed, on np ranks (0: one process).
+std::string uninterrupted_weights(int np, const std::vector<std::string>& extra) {
+  const std::string dump = fresh_dir("kill_straight" + std::to_string(np));
+  const std::string log = dump + "/log.txt";
+  EXPECT_EQ(run(titan_argv(np, train_args(dump, "1000", extra)), log), 0) << file_bytes(log);
+  return file_bytes(dump + "/hf/model.safetensors");
 }
 
-void kill_rank_mid_save(int victim) {
-  const std::string dump = fresh_dir("kill" + std::to_string(victim));
+// Kills rank `victim` of a 2-rank run (layout `extra`) mid-save; the resumed run must end
+// with `reference`'s final weights.
+void kill_rank_mid_save(int victim, const std::vector<std::string>& extra, const std::string& reference,
+                        const std::string& name) {
+  const std::string dump = fresh_dir(name);
   const std::string ck = dump + "/checkpoint";
   bool hit = false;
   for (int attempt = 0; attempt < 5 && !hit; ++attempt) {
     fs::remove_all(dump);
     fs::create_directories(dump);
-    Proc p(titan_argv(2, train_args(dump, "1")), dump + "/run1.log");
+    Proc p(titan_argv(2, train_args(dump, "1", extra)), dump + "/run1.log");
     bool killed = false;
     while (!p.exited()) {
       const auto dirs = step_dirs(ck);
@@ -139,7 +145,7 @@ void kill_rank_mid_save(int victim) {
   // A new start cleans up, resumes from the previous checkpoint and ends with the
   // weights of the run that was never killed.
   const std::string log = dump + "/run2.log";
-  ASSERT_EQ(run(titan_argv(2, train_args(dump, "1000")), log), 0) << file_bytes(log);
+  ASSERT_EQ(run(titan_argv(2, train_args(dump, "1000", extra)), log), 0) << file_bytes(log);
   const std::string out = file_bytes(log);
   EXPECT_NE(out.find("removed incomplete checkpoint " + ck + "/step-" + std::to_string(incomplete)),
             std::string::npos)
@@ -149,11 +155,23 @@ void kill_rank_mid_save(int victim) {
       << out;
   for (auto& [step, ok] : step_dirs(ck)) EXPECT_TRUE(ok) << "step-" << step << " left incomplete";
   const std::string w = file_bytes(dump + "/hf/model.safetensors");
-  ASSERT_FALSE(uninterrupted_weights().empty());
-  EXPECT_TRUE(w == uninterrupted_weights()) << "final weights differ from the uninterrupted 1-rank run";
+  ASSERT_FALSE(reference.empty());
+  EXPECT_TRUE(w == reference) << "final weights differ from the uninterrupted run";
 }
 
 }  // namespace
 
-TEST(DistributedCheckpointKill, KillRank1DuringSave) { kill_rank_mid_save(1); }
-TEST(DistributedCheckpointKill, KillRank0DuringSave) { kill_rank_mid_save(0); }
+const std::string& one_rank_weights() {
+  static const std::string w = uninterrupted_weights(0, {});
+  return w;
+}
+
+TEST(DistributedCheckpointKill, KillRank1DuringSave) { kill_rank_mid_save(1, {}, one_rank_weights(), "kill1"); }
+TEST(DistributedCheckpointKill, KillRank0DuringSave) { kill_rank_mid_save(0, {}, one_rank_weights(), "kill0"); }
+// TP 2: the resumed run ends with the weights of an uninterrupted TP 2 run (TP is
+// bitwise equal run to run, and a same-layout resume reads back the same bits,
+// tp_checkpoint_test.cpp). Vocabulary 260 so that tp 2 divides it.
+TEST(DistributedCheckpointKill, KillRank1DuringTpSave) {
+  const std::vector<std::string> tp = {"--parallelism.tensor_parallel_degree=2", "--model.vocab_size=260"};
+  kill_rank_mid_save(1, tp, uninterrupted_weights(2, tp), "kill_tp1");
+}

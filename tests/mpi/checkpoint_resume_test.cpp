@@ -19,54 +19,32 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/mpi/mpi_run.h"
+#include "tests/mpi/checkpoint_run.h"
 #include "titan/checkpoint/distributed_checkpoint.h"
 #include "titan/checkpoint/train_checkpoint.h"
 
 using namespace titan::test;
+using titan::test::ckpt::kInterval;
+using titan::test::ckpt::kSteps;
+using titan::test::ckpt::train_argv;
+using titan::test::ckpt::TrainRun;
 
 namespace {
-
-constexpr int kSteps = 6, kInterval = 3;
 
 const std::vector<std::string> kHsdp = {"--parallelism.data_parallel_replicate_degree=2",
                                         "--parallelism.data_parallel_shard_degree=2"};
 
-std::vector<std::string> train_args(const std::string& dump, const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> a = {"train",
-                                "--recipe",
-                                "debugmodel",
-                                "--training.steps=" + std::to_string(kSteps),
-                                "--training.local_batch_size=2",
-                                "--training.global_batch_size=8",
-                                "--validation.enabled=false",
-                                "--checkpoint.enable=true",
-                                "--checkpoint.interval=" + std::to_string(kInterval),
-                                "--checkpoint.async_mode=async",
-                                "--checkpoint.keep_latest_k=0",
-                                "--checkpoint.export_hf=true",
-                                "--job.dump_folder=" + dump};
+std::vector<std::string> job(const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"--recipe", "debugmodel", "--training.local_batch_size=2",
+                                "--training.global_batch_size=8"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
-
-struct TrainRun {
-  std::string dump, out;
-  std::map<int64_t, double> loss;
-  std::string weights;
-};
-
+std::vector<std::string> train_args(const std::string& dump, const std::vector<std::string>& extra = {}) {
+  return train_argv(dump, job(extra));
+}
 TrainRun run_train(int np, const std::string& dump, const std::vector<std::string>& extra = {}) {
-  TrainRun r;
-  r.dump = dump;
-  const std::string log = dump + "/log.txt";
-  const int rc = run(titan_argv(np, train_args(dump, extra)), log);
-  r.out = file_bytes(log);
-  EXPECT_EQ(rc, 0) << r.out;
-  for (const auto& row : read_metrics(dump))
-    if (row.contains("loss")) r.loss[row["step"].get<int64_t>()] = row["loss"].get<double>();
-  r.weights = file_bytes(dump + "/hf/model.safetensors");
-  return r;
+  return ckpt::run_train(np, dump, job(extra));
 }
 
 // An uninterrupted run of `np` ranks (it saves at steps 3 and 6).

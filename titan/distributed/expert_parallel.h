@@ -32,7 +32,7 @@
 // The gradient norm of an expert parameter is taken over its full gradient (gathered
 // over ep) in optim::grad_norm's 4096-element blocks.
 //
-// Not covered (refused by the trainer): tp > 1, pp > 1, cp > 1, checkpoint.enable.
+// Not covered (refused by the trainer): tp > 1, pp > 1, cp > 1.
 #pragma once
 #include <memory>
 #include <string>

@@ -133,6 +133,10 @@ DTensor FullyShard::sharded_parameter(size_t i) const {
   return DTensor(p.shard.detach(), p.full.shape(), mesh_, {MeshDim::dp_shard}, {Placement::Shard(0)});
 }
 
+const Shape& FullyShard::full_shape(size_t i) const { return params_.at(i)->full.shape(); }
+
+ShardRange FullyShard::shard_rows(size_t i) const { return params_.at(i)->ranges.at(shard_group_.rank()); }
+
 void FullyShard::unshard(Unit& u) {
   if (u.gathered || u.params.empty()) {
     u.gathered = true;

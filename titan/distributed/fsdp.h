@@ -67,6 +67,10 @@ class FullyShard {
   const std::vector<std::pair<std::string, Tensor>>& shards() const { return shards_; }
   // Each shard as a DTensor (placement Shard(0) over dp_shard). Throws with cp > 1.
   DTensor sharded_parameter(size_t i) const;
+  // Shard i's parameter: its full shape and this rank's rows of it,
+  // shard_range(dim0, |dp_shard × cp|, rank in that group) (also with cp > 1).
+  const Shape& full_shape(size_t i) const;
+  ShardRange shard_rows(size_t i) const;
 
   // Gathers the root unit (before each forward of the step's microbatches).
   void unshard_root();

@@ -34,6 +34,7 @@
 #include "titan/ops/loss.h"
 #include "titan/ops/reduce.h"
 #include "titan/optim/grad_clip.h"
+#include "titan/train/checkpoint_pieces.h"
 #include "titan/train/document_sources.h"
 #include "titan/train/metrics.h"
 
@@ -132,20 +133,12 @@ void Trainer::build() {
                 "optimizer.name=muon with parallelism.context_parallel_degree={} is not supported (Muon "
                 "orthogonalises whole matrices; FSDP over dp_shard × cp holds row shards)",
                 shape.cp);
-    TITAN_CHECK(!job_.checkpoint.enable,
-                "checkpoint.enable=true with parallelism.context_parallel_degree={} is not supported: the shards "
-                "over dp_shard × cp have no checkpoint placement yet",
-                shape.cp);
     TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16,
                 "model.compute_dtype=bf16 with parallelism.context_parallel_degree={} is not supported: bf16 "
                 "compute covers the whole model's forward on one rank or under FSDP",
                 shape.cp);
     cp_ = std::make_unique<distributed::ContextParallel>(mesh_->group(distributed::MeshDim::cp));
   }
-  TITAN_CHECK(shape.ep == 1 || !job_.checkpoint.enable,
-              "checkpoint.enable=true with parallelism.expert_parallel_degree={} is not supported: the experts' "
-              "pieces are not written to distributed checkpoints yet",
-              shape.ep);
   if (sharded) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with a data-parallel degree of {} is not supported (Muon orthogonalises "
@@ -156,10 +149,6 @@ void Trainer::build() {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with parallelism.tensor_parallel_degree={} is not supported (Muon "
                 "orthogonalises whole matrices; tensor parallelism holds row and column pieces)",
-                shape.tp);
-    TITAN_CHECK(!job_.checkpoint.enable,
-                "checkpoint.enable=true with parallelism.tensor_parallel_degree={} is not supported: checkpoints "
-                "hold whole tensors",
                 shape.tp);
   }
   const auto init = [&](models::Decoder& m) {
@@ -401,22 +390,6 @@ double Trainer::evaluate() {
   return sum / static_cast<double>(n);
 }
 
-namespace {
-// This rank's pieces of the model's parameters: FSDP's row shards, or the whole tensors.
-std::vector<ShardedTensor> parameter_pieces(const models::Decoder& model, const distributed::FullyShard* fsdp) {
-  std::vector<ShardedTensor> out;
-  if (fsdp) {
-    for (size_t i = 0; i < fsdp->shards().size(); ++i)
-      out.push_back(sharded_from_dtensor(fsdp->shards()[i].first, fsdp->sharded_parameter(i)));
-  } else {
-    for (auto& [name, p] : model.named_parameters()) out.push_back(sharded_full(name, p));
-  }
-  // Buffers (e.g. the MoE routers' expert bias) are held whole on every rank.
-  for (auto& [name, b] : model.named_buffers()) out.push_back(sharded_full(name, b));
-  return out;
-}
-}  // namespace
-
 void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
   if (!ckpt_->mgr)
     ckpt_->mgr = std::make_unique<DistributedCheckpointManager>(
@@ -428,7 +401,7 @@ void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
   st.extra["seed"] = job_.training.seed;
   st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
   if (!ckpt_->row.is_null()) st.extra["metrics_row"] = ckpt_->row;
-  const std::vector<ShardedTensor> params = parameter_pieces(*model_, fsdp_.get());
+  const std::vector<ShardedTensor> params = checkpoint_pieces(*model_, *mesh_, fsdp_.get(), tp_.get(), ep_.get());
   blocking_ms = ckpt_->mgr->save(params, sharded_optimizer_state(opt_->state_dict(), params), st);
 }
 
@@ -446,7 +419,7 @@ bool Trainer::try_resume() {
   collective_check(mesh_->world(), [&] {  // a bad checkpoint is an error on every rank
     c.state = read_checkpoint_state(*latest);
     const CheckpointIndex index(*latest);
-    const std::vector<ShardedTensor> params = parameter_pieces(*model_, fsdp_.get());
+    const std::vector<ShardedTensor> params = checkpoint_pieces(*model_, *mesh_, fsdp_.get(), tp_.get(), ep_.get());
     load_sharded(index, "model", params);
     opt_->load_state_dict(load_sharded_optimizer(index, params));
     if (doc_loader_)
