@@ -152,6 +152,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
     else if (c.model_type == "gemma2") c.architectures = {"Gemma2ForCausalLM"};
     else if (c.model_type == "gemma3_text") c.architectures = {"Gemma3ForCausalLM"};
+    else if (c.model_type == "llama4_text") c.architectures = {"Llama4ForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -174,6 +175,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
                    : c.is_qwen3_moe()     ? "qwen3_moe"
                    : c.is_gemma2()        ? "gemma2"
                    : c.architecture() == "Gemma3ForCausalLM" ? "gemma3_text"
+                   : c.architecture() == "Llama4ForCausalLM" ? "llama4_text"
                                           : "qwen3";
   if (c.is_deepseek_v32() && c.model_type != "deepseek_v32")
     fail("{}: model_type '{}' is not one titan knows for DeepseekV32ForCausalLM (deepseek_v32)", where, c.model_type);
