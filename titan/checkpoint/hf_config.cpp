@@ -118,8 +118,10 @@ std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::strin
   if (!omax || *omax <= 0)
     fail("{}: {} of rope_type llama3 needs a positive 'original_max_position_embeddings'", where, key);
   s.original_max_position_embeddings = *omax;
-  if (s.high_freq_factor <= s.low_freq_factor)
-    fail("{}: {}: high_freq_factor ({}) must exceed low_freq_factor ({})", where, key, s.high_freq_factor,
+  // Equal factors (Llama 4 Scout: 1 and 1) leave no interpolated band; transformers warns
+  // and computes the same frequencies.
+  if (s.high_freq_factor < s.low_freq_factor)
+    fail("{}: {}: high_freq_factor ({}) must be >= low_freq_factor ({})", where, key, s.high_freq_factor,
          s.low_freq_factor);
   return s;
 }

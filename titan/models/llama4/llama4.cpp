@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "titan/core/error.h"
@@ -159,7 +160,9 @@ void write_llama4_fields(const TransformerConfig& c, HFConfig& h) {
   if (types.empty()) types.assign(static_cast<size_t>(c.num_hidden_layers), "full_attention");
   x["layer_types"] = types;
   x["attn_temperature_tuning"] = c.attn_temperature_tuning;
-  x["floor_scale"] = c.floor_scale;
+  // Llama4TextConfig.floor_scale is an int (a strict field): integral values as integers.
+  if (c.floor_scale == std::floor(c.floor_scale)) x["floor_scale"] = static_cast<int64_t>(c.floor_scale);
+  else x["floor_scale"] = c.floor_scale;
   x["attn_scale"] = c.attn_scale;
 }
 
