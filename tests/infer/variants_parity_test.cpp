@@ -6,7 +6,14 @@
 //            query_pre_attn_scalar^-1/2, sandwich norms, gain-centred norms, GeGLU,
 //            scaled embeddings, local RoPE theta on the window layers (Gemma 3);
 //   nope:    Llama 4 iRoPE: NoPE layers between RoPE layers, attention temperature tuning;
-//   olmo2:   post-norms only (no pre-norms).
+//   olmo2:   post-norms only (no pre-norms);
+//   chunked: Llama 4 chunked local attention (chunks of 8 positions on layers 0 and 2:
+//            prompts of 7 and 257 tokens and the decoded tokens cross chunk and KV-block
+//            boundaries);
+//   llama4:  the whole Llama 4 block: chunked RoPE layers with interleaved-pair RoPE and
+//            the weightless q/k RMS norm after it, NoPE global layers with temperature
+//            tuning, MoE layers with a top-1 sigmoid router scaling the expert's input
+//            plus a shared expert.
 // For each: prefill == token-by-token decode (the generator decodes every completion
 // token through the paged K/V, the trainer recomputes prompt + completion in one packed
 // forward with autograd on); chunked prefill == whole prefill; 1 thread == 2 threads;
@@ -59,6 +66,25 @@ models::TransformerConfig variant_config(const std::string& v, bool on = true) {
     c.attn_temperature_tuning = true;
     c.floor_scale = 4;
     c.attn_scale = 0.5;
+  } else if (v == "chunked") {
+    c.layer_types = {"chunked_attention", "full_attention", "chunked_attention", "full_attention"};
+    c.attention_chunk_size = 8;
+  } else if (v == "llama4") {
+    c.layer_types = {"chunked_attention", "full_attention", "chunked_attention", "full_attention"};
+    c.attention_chunk_size = 12;
+    c.no_rope_layers = {1, 0, 1, 0};
+    c.attn_temperature_tuning = true;
+    c.floor_scale = 4;
+    c.attn_scale = 0.5;
+    c.use_qk_norm = true;
+    c.rope_interleave_gqa = true;
+    c.num_experts = 4;
+    c.num_experts_per_tok = 1;
+    c.moe_intermediate_size = 32;
+    c.decoder_sparse_step = 2;
+    c.scoring_func = "sigmoid";
+    c.n_shared_experts = 1;
+    c.score_before_experts = true;
   } else if (v == "olmo2") {
     c.pre_norms = false;
     c.post_norms = true;
@@ -169,7 +195,8 @@ TEST_P(VariantParity, GeneratorOnlyChangeBreaksParity) {
   EXPECT_GT(d, 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, VariantParity, ::testing::Values("window", "sinks", "softcap", "nope", "olmo2"));
+INSTANTIATE_TEST_SUITE_P(Variants, VariantParity, ::testing::Values("window", "sinks", "softcap", "nope", "olmo2",
+                                                                   "chunked", "llama4"));
 
 // sum_t,v logits[t, v] · G[t, v] accumulated in double.
 double functional(const models::Decoder& m, const models::ForwardBatch& fb, const std::vector<float>& g) {
@@ -180,9 +207,18 @@ double functional(const models::Decoder& m, const models::ForwardBatch& fb, cons
 }
 
 // Central differences (step h) of `functional` against autograd for `count` entries of
-// parameter `name`.
-void finite_difference_check(const std::string& v, const std::string& name, int64_t count) {
+// parameter `name`, after multiplying that parameter by `param_scale`.
+void finite_difference_check(const std::string& v, const std::string& name, int64_t count, double h = 1e-2,
+                             double param_scale = 1.0) {
   auto m = variant_model(variant_config(v));
+  if (param_scale != 1.0) {
+    autograd::NoGradGuard ng;
+    for (auto& [n, q] : m->named_parameters())
+      if (n == name) {
+        Tensor t = q;
+        t.copy_(scale(q.detach().clone(), param_scale));
+      }
+  }
   const models::ForwardBatch fb = models::make_packed_batch({random_tokens(40, 41), random_tokens(13, 42)});
   const int64_t T = 53, V = 101;
   const Tensor G = Tensor::randn({T, V}, 43);
@@ -195,7 +231,6 @@ void finite_difference_check(const std::string& v, const std::string& name, int6
   const auto grad = p.grad().to_vector<float>();
   autograd::NoGradGuard ng;
   float* w = p.data<float>();
-  const double h = 1e-2;
   double worst = 0;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t k = (i * 7919) % p.numel();
@@ -214,6 +249,73 @@ void finite_difference_check(const std::string& v, const std::string& name, int6
 }
 
 TEST(VariantGradients, SinkLogitsMatchFiniteDifferences) { finite_difference_check("sinks", "layers.1.attention.sinks", 4); }
+
+TEST(VariantGradients, ChunkedAttentionQueriesAndKeysMatchFiniteDifferences) {
+  finite_difference_check("chunked", "layers.0.attention.wq.weight", 4);
+  finite_difference_check("chunked", "layers.2.attention.wk.weight", 4);
+}
+
+TEST(VariantGradients, Llama4ExpertsAndChunkedQueriesMatchFiniteDifferences) {
+  finite_difference_check("llama4", "layers.1.moe.experts.w1", 4);
+  finite_difference_check("llama4", "layers.0.attention.wq.weight", 4);
+}
+
+// The Llama 4 router weight (sigmoid weight scaling the expert's input): central
+// differences against autograd, over entries whose perturbation changes no token's
+// top-1 expert (a flip is a jump, not a derivative); router logits spread x10.
+TEST(VariantGradients, Llama4RouterWeightMatchesFiniteDifferences) {
+  auto m = variant_model(variant_config("llama4"));
+  const std::string name = "layers.1.moe.router.gate.weight";
+  Tensor p;
+  for (auto& [n, q] : m->named_parameters())
+    if (n == name) p = q;
+  ASSERT_TRUE(p.defined());
+  {
+    autograd::NoGradGuard ng;
+    p.copy_(scale(p.detach().clone(), 10.0));
+  }
+  models::ForwardBatch fb = models::make_packed_batch({random_tokens(40, 41), random_tokens(13, 42)});
+  const Tensor G = Tensor::randn({53, 101}, 43);
+  const auto g = G.to_vector<float>();
+  sum(mul(m->logits(m->forward(fb)), G)).backward();
+  const auto grad = p.grad().to_vector<float>();
+  autograd::NoGradGuard ng;
+  auto eval = [&](std::vector<int32_t>& routing) {
+    std::vector<Tensor> routed;
+    fb.routed_experts = &routed;
+    const double f = functional(*m, fb, g);
+    fb.routed_experts = nullptr;
+    routing = routed.at(1).to_vector<int32_t>();
+    return f;
+  };
+  std::vector<int32_t> r0, ru, rd;
+  eval(r0);
+  float* w = p.data<float>();
+  const double h = 1e-2;
+  int checked = 0, skipped = 0;
+  double worst = 0;
+  for (int64_t i = 0; checked < 6 && i < 64; ++i) {
+    const int64_t k = (i * 7919) % p.numel();
+    const float w0 = w[k];
+    w[k] = static_cast<float>(w0 + h);
+    const double up = eval(ru);
+    w[k] = static_cast<float>(w0 - h);
+    const double down = eval(rd);
+    w[k] = w0;
+    if (ru != r0 || rd != r0) {
+      ++skipped;
+      continue;
+    }
+    const double fd = (up - down) / (2 * h);
+    const double e = std::fabs(fd - grad[static_cast<size_t>(k)]) / std::max(0.1, std::fabs(fd));
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 2e-2) << name << "[" << k << "]: finite difference " << fd << ", autograd " << grad[k];
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+  std::printf("llama4: %s gradient vs central differences: %d entries (%d skipped for a routing flip), worst "
+              "relative error %.3g\n", name.c_str(), checked, skipped, worst);
+}
 
 TEST(VariantGradients, NopeTemperatureTunedQueriesMatchFiniteDifferences) {
   finite_difference_check("nope", "layers.1.attention.wq.weight", 4);

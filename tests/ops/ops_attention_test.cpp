@@ -1,6 +1,8 @@
 // scaled_dot_product_attention_varlen vs PyTorch (float64 per-sequence reference) and
 // its composed twin: GQA, several packed sequences (incl. empty and longer than a KV
-// block), sliding window, soft-cap, sinks; errors.
+// block), sliding window, chunked attention (Llama 4: chunks of 5, 12 and 32 positions,
+// alone and with a window, soft-cap and sinks; forward and q/k/v gradients against
+// torch autograd in float64), soft-cap, sinks; errors.
 #include <gtest/gtest.h>
 
 #include "tests/util/torch_ref.h"
@@ -22,6 +24,7 @@ TEST(Attention, MatchesTorch) {
     int window;
     double softcap, scale;
     bool sinks;
+    int chunk = 0;
   };
   const std::vector<Cfg> cfgs = {
       {{0, 1}, 1, 1, 8, 0, 0, 0, false},
@@ -30,15 +33,19 @@ TEST(Attention, MatchesTorch) {
       {{0, 19, 37}, 2, 2, 8, 5, 0, 0, false},
       {{0, 17, 20}, 4, 4, 16, 0, 20.0, 0, true},
       {{0, 40}, 2, 1, 32, 16, 10.0, 0, true},
+      {{0, 70, 79}, 4, 2, 16, 0, 0, 0, false, 12},
+      {{0, 5, 44}, 2, 1, 8, 0, 0, 0, false, 5},
+      {{0, 90}, 2, 2, 16, 0, 0, 0, false, 32},
+      {{0, 50, 57}, 4, 1, 16, 9, 5.0, 0, true, 12},
   };
   for (const Cfg& g : cfgs) {
     const int64_t T = g.cu.back();
     for (bool fused : {true, false}) {
       OpCheck c;
       c.ref.op = "attention";
-      c.ref.label = fmt::format("attention cu {} H{} Hkv{} Dh{} window {} softcap {} sinks {} fused={}",
-                                shape_str(g.cu), g.H, g.Hkv, g.Dh, g.window, g.softcap, g.sinks, fused);
-      c.ref.attrs = {{"scale", g.scale}, {"window", g.window}, {"softcap", g.softcap}};
+      c.ref.label = fmt::format("attention cu {} H{} Hkv{} Dh{} window {} chunk {} softcap {} sinks {} fused={}",
+                                shape_str(g.cu), g.H, g.Hkv, g.Dh, g.window, g.chunk, g.softcap, g.sinks, fused);
+      c.ref.attrs = {{"scale", g.scale}, {"window", g.window}, {"chunk", g.chunk}, {"softcap", g.softcap}};
       c.ref.inputs = {{"q", randn({T, g.H, g.Dh}, seed++)},
                       {"k", randn({T, g.Hkv, g.Dh}, seed++)},
                       {"v", randn({T, g.Hkv, g.Dh}, seed++)},
@@ -53,6 +60,7 @@ TEST(Attention, MatchesTorch) {
         AttentionOptions o;
         o.scale = g.scale;
         o.window = g.window;
+        o.chunk = g.chunk;
         o.softcap = g.softcap;
         if (in.size() > 4) o.sinks = in[4];
         return std::vector<Tensor>{

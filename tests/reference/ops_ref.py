@@ -226,7 +226,7 @@ def _logprobs(i, a):
     return [torch.log_softmax(z, -1).gather(1, i["targets"][:, None])[:, 0]]
 
 
-# ---- attention (packed varlen, causal, GQA, window, softcap, sinks)
+# ---- attention (packed varlen, causal, GQA, window, chunk, softcap, sinks)
 @op("attention")
 def _attention(i, a):
     q, k, v, cu = i["q"], i["k"], i["v"], i["cu"].tolist()
@@ -250,6 +250,8 @@ def _attention(i, a):
         vis = jj <= ii
         if a["window"]:
             vis = vis & (ii - jj < a["window"])
+        if a.get("chunk"):  # Llama 4 chunked attention: same chunk of a["chunk"] positions
+            vis = vis & (ii // a["chunk"] == jj // a["chunk"])
         sc = sc.masked_fill(~vis, float("-inf"))
         if "sinks" in i:
             sk = i["sinks"][:, None, None].expand(H, L, 1)

@@ -118,8 +118,10 @@ std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::strin
   if (!omax || *omax <= 0)
     fail("{}: {} of rope_type llama3 needs a positive 'original_max_position_embeddings'", where, key);
   s.original_max_position_embeddings = *omax;
-  if (s.high_freq_factor <= s.low_freq_factor)
-    fail("{}: {}: high_freq_factor ({}) must exceed low_freq_factor ({})", where, key, s.high_freq_factor,
+  // Equal factors (Llama 4 Scout: 1 and 1) leave no interpolated band; transformers warns
+  // and computes the same frequencies.
+  if (s.high_freq_factor < s.low_freq_factor)
+    fail("{}: {}: high_freq_factor ({}) must be >= low_freq_factor ({})", where, key, s.high_freq_factor,
          s.low_freq_factor);
   return s;
 }
@@ -152,6 +154,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
     else if (c.model_type == "gemma2") c.architectures = {"Gemma2ForCausalLM"};
     else if (c.model_type == "gemma3_text") c.architectures = {"Gemma3ForCausalLM"};
+    else if (c.model_type == "llama4_text") c.architectures = {"Llama4ForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -174,6 +177,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
                    : c.is_qwen3_moe()     ? "qwen3_moe"
                    : c.is_gemma2()        ? "gemma2"
                    : c.architecture() == "Gemma3ForCausalLM" ? "gemma3_text"
+                   : c.architecture() == "Llama4ForCausalLM" ? "llama4_text"
                                           : "qwen3";
   if (c.is_deepseek_v32() && c.model_type != "deepseek_v32")
     fail("{}: model_type '{}' is not one titan knows for DeepseekV32ForCausalLM (deepseek_v32)", where, c.model_type);

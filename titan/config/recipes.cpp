@@ -178,6 +178,20 @@ JobConfig qwen3_moe_debugmodel() {
   return c;
 }
 
+// debugmodel as Llama 4: chunked attention (chunks of 16 of the 32-token sequences) on
+// three RoPE layers, one NoPE layer, MoE (4 experts, top-1 sigmoid, shared expert) on
+// layers 1 and 3 (recipes/llama4_debugmodel.json).
+JobConfig llama4_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as Llama 4 (chunked attention, NoPE layer, top-1 MoE + shared expert), byte tokens";
+  c.model.name = "llama4";
+  c.model.hf_config = "recipes/llama4_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 // A small Qwen3-style chat model (q/k RMSNorm, GQA, tied embeddings) trained from
 // scratch on alphabet_sort demonstrations (rl/sft_data.h: loss on the assistant's
 // tokens only) with the byte_chat tokenizer; the starting policy of alphabet_sort_grpo.
@@ -267,6 +281,8 @@ struct Registry {
       {"qwen3_next_debugmodel", "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention)",
        qwen3_next_debugmodel},
       {"qwen3_moe_debugmodel", "debugmodel as Qwen3-MoE (8 experts, 2 per token)", qwen3_moe_debugmodel},
+      {"llama4_debugmodel", "debugmodel as Llama 4 (iRoPE: chunked + NoPE layers, top-1 MoE + shared expert)",
+       llama4_debugmodel},
       {"shakespeare_char", "nanoGPT's CPU baby GPT on Tiny Shakespeare (bytes, 2000 steps)", shakespeare_char},
       {"tool_use_sft", "tool_use SFT: search/calculator/python calls on a generated knowledge base", tool_use_sft},
       {"tool_use_grpo", "GRPO on tool_use from the tool_use_sft export (titan rl)", tool_use_grpo},

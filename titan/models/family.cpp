@@ -4,6 +4,7 @@
 
 
 #include "titan/autograd/node.h"
+#include "titan/models/common/decoder.h"
 
 namespace titan::models {
 
@@ -19,13 +20,15 @@ Family make_qwen3_moe_family();
 Family make_gemma2_family();  // models/gemma2
 Family make_gemma3_family();  // models/gemma3
 Family make_deepseek_v32_family();  // models/deepseek_v32
+Family make_llama4_family();        // models/llama4
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
                                            make_qwen3_next_family(),  make_deepseek_v3_family(),
                                            make_kimi_k2_family(),     make_kimi_linear_family(),
                                            make_qwen3_moe_family(),   make_gemma2_family(),
-                                           make_gemma3_family(),      make_deepseek_v32_family()};
+                                           make_gemma3_family(),      make_deepseek_v32_family(),
+                                           make_llama4_family()};
   return fams;
 }
 
@@ -122,7 +125,6 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   for (const Family& f : families())
     if (f.read_hf && f.hf_architecture == hf.architecture()) c.family = f.name;
   c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next() || hf.is_qwen3_moe();
-  if (const Family& f = family(c.family); f.read_hf) f.read_hf(hf, c);
   c.partial_rotary_factor = hf.partial_rotary_factor;
   if (hf.is_qwen3_next()) read_qwen3_next_fields(hf, c);
   if (hf.is_kimi_linear()) read_kimi_linear_fields(hf, c);
@@ -151,6 +153,9 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   c.attention_bias = hf.attention_bias;
   if (hf.bos_token_id) c.bos_token_id = *hf.bos_token_id;
   if (!hf.eos_token_id.empty()) c.eos_token_id = hf.eos_token_id[0];
+  // The family's own fields, after the shared ones (it may re-read a shared key, as
+  // Llama 4 does intermediate_size).
+  if (const Family& f = family(c.family); f.read_hf) f.read_hf(hf, c);
   if (hf.is_deepseek_v3() || hf.is_deepseek_v32()) read_deepseek_v3_fields(hf, c);
   if (hf.is_qwen3_next())
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
@@ -404,9 +409,21 @@ void load_grouped(Tensor p, const std::string& prefix, int which, const std::map
 }
 }  // namespace
 
-void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf,
+namespace {
+// The family of a Decoder model, or null for another module.
+const Family* model_family(const nn::Module& model) {
+  const auto* d = dynamic_cast<const Decoder*>(&model);
+  return d ? &family(d->config().family) : nullptr;
+}
+}  // namespace
+
+void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& hf_in,
                         const std::string& source) {
   autograd::NoGradGuard ng;
+  const Family* fam = model_family(model);
+  std::map<std::string, Tensor> renamed;
+  if (fam && fam->hf_tensors_in) renamed = fam->hf_tensors_in(hf_in);
+  const std::map<std::string, Tensor>& hf = fam && fam->hf_tensors_in ? renamed : hf_in;
   const bool post = has_post_norms(model);
   for (auto& [name, p] : model.named_parameters()) {
     std::string prefix;
@@ -451,7 +468,8 @@ std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
     out[to_hf_name(name, post)] = p.detach();
   }
   for (auto& [name, b] : model.named_buffers()) out[to_hf_name(name)] = b;
-  return out;
+  const Family* fam = model_family(model);
+  return fam && fam->hf_tensors_out ? fam->hf_tensors_out(out) : out;
 }
 
 }  // namespace titan::models

@@ -23,6 +23,11 @@ struct Family {
   // HFConfig::extra by one field table); null when it has none.
   void (*read_hf)(const HFConfig& hf, TransformerConfig& c) = nullptr;
   void (*write_hf)(const TransformerConfig& c, HFConfig& hf) = nullptr;
+  // The family's checkpoint tensor layout where it differs from the shared adapter's
+  // HF names (Llama 4's feed_forward.*): checkpoint tensors -> the adapter's names
+  // (load_hf_state_dict, before matching) and back (hf_state_dict, after); null = same.
+  std::map<std::string, Tensor> (*hf_tensors_in)(const std::map<std::string, Tensor>& hf) = nullptr;
+  std::map<std::string, Tensor> (*hf_tensors_out)(const std::map<std::string, Tensor>& hf) = nullptr;
 };
 
 // All registered families; throws titan::Error naming the family / flavor and the
@@ -51,6 +56,9 @@ std::string from_hf_name(const std::string& hf_name);
 // mlp.experts.down_proj (E, D, F)). Loading accepts either; export writes per-expert
 // tensors. Buffers (moe.expert_bias <-> mlp.gate.e_score_correction_bias) are loaded
 // when present and exported.
+//
+// A Decoder of a family with hf_tensors_in / hf_tensors_out (Llama 4) reads and writes
+// its family's layout through them.
 //
 // Copies HF-named tensors into the module's parameters (converted to f32). Every
 // parameter must be present with its exact shape; HF keys with no counterpart

@@ -62,6 +62,7 @@ kc::AttentionParams params_of(const AttentionOptions& o, const Tensor& sinks) {
   kc::AttentionParams p;
   p.scale = static_cast<float>(o.scale);
   p.window = o.window;
+  p.chunk = o.chunk;
   p.softcap = static_cast<float>(o.softcap);
   p.sinks = sinks.defined() ? sinks.data<float>() : nullptr;
   p.block_size = o.block_size;
@@ -127,7 +128,8 @@ Tensor scaled_dot_product_attention_varlen(const Tensor& q, const Tensor& k, con
     std::vector<uint8_t> vis(L * L);
     for (int64_t i = 0; i < L; ++i)
       for (int64_t j = 0; j < L; ++j)
-        vis[i * L + j] = j <= i && (opts.window == 0 || i - j < opts.window);
+        vis[i * L + j] = j <= i && (opts.window == 0 || i - j < opts.window) &&
+                         (opts.chunk == 0 || i / opts.chunk == j / opts.chunk);
     Tensor mask = Tensor::from_vector(vis, {L, L}, DType::u8).expand({d.H, L, L}).contiguous();
     sc = where(mask, sc, Tensor::full({}, -std::numeric_limits<double>::infinity()));
     Tensor p;

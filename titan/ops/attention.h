@@ -9,7 +9,7 @@
 // Errors (titan::Error naming op and argument): q/k/v not contiguous f32 of shapes
 // (T, H, Dh), (T, Hkv, Dh), (T, Hkv, Dh); H % Hkv != 0; Dh not a multiple of 8 in
 // [8, 256]; cu_seqlens not an i32/i64 (S + 1) tensor going from 0 to T without
-// decreasing; sinks not f32 (H); bad window/softcap/scale.
+// decreasing; sinks not f32 (H); bad window/chunk/softcap/scale.
 #pragma once
 #include "titan/core/tensor.h"
 #include "titan/kernels/cpu/attention.h"
@@ -19,6 +19,8 @@ namespace titan {
 struct AttentionOptions {
   double scale = 0.0;    // scores = scale · q·k; 0 means 1/sqrt(Dh)
   int window = 0;        // sliding window W: key j visible iff p − W < j <= p; 0 = off
+  int chunk = 0;         // chunked local attention C (Llama 4): j visible iff j <= p and
+                         // floor(j / C) == floor(p / C); 0 = off
   double softcap = 0.0;  // s = softcap · tanh(s / softcap) before masking (Gemma 2); 0 = off
   Tensor sinks;          // (H) f32 learned sink logit per query head (gpt-oss), or undefined
   int block_size = kernels::cpu::kKvBlockSize;  // KV block size B (multiple of 16, <= 256)

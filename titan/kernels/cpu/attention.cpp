@@ -57,6 +57,7 @@ AttentionParams check_common(const char* fn, int64_t T, int H, int Hkv, int Dh,
   TITAN_CHECK(H % Hkv == 0, "{}: H ({}) must be a multiple of Hkv ({})", fn, H, Hkv);
   check_block_size(fn, p.block_size);
   TITAN_CHECK(p.window >= 0, "{}: params.window must be >= 0 (0 = off), got {}", fn, p.window);
+  TITAN_CHECK(p.chunk >= 0, "{}: params.chunk must be >= 0 (0 = off), got {}", fn, p.chunk);
   TITAN_CHECK(std::isfinite(p.softcap) && p.softcap >= 0.0f,
               "{}: params.softcap must be finite and >= 0 (0 = off), got {}", fn, p.softcap);
   TITAN_CHECK(std::isfinite(p.scale) && p.scale >= 0.0f,
@@ -184,7 +185,9 @@ void attention_paged_fwd(float* out, float* lse, const float* q, const float* k_
                 "{}: pos_of_token[{}] = {} is beyond the block table (expected [0, "
                 "max_blocks_per_seq * block_size = {}))",
                 fn, t, pos, max_pos);
-    const int first = (p.window > 0 ? std::max(0, pos - p.window + 1) : 0) / B;
+    int first = p.window > 0 ? std::max(0, pos - p.window + 1) : 0;
+    if (p.chunk > 0) first = std::max(first, pos / p.chunk * p.chunk);
+    first /= B;
     bmin[s] = std::min(bmin[s], first);
     bmax[s] = std::max(bmax[s], pos / B);
   }

@@ -4,7 +4,7 @@
 // same query: a query at position p of its sequence visits keys in blocks
 // [0,B), [B,2B), ... up to p in ascending order with an online softmax (m, l, acc);
 // per block the scores s_j = scale * sum_d q_d k_{j,d} (d ascending, one FMA chain
-// per key), optional soft-cap, masking (j > p, outside the window, unfilled tail) to
+// per key), optional soft-cap, masking (j > p, outside the window or the chunk, unfilled tail) to
 // -inf, one simd::vexp, a fixed-width sum. The trainer path repacks each sequence's
 // K/V into the paged layout (blocks aligned at position 0) and calls the same
 // compiled per-query-tile function as the paged path (notes/batch-invariance.md,
@@ -32,6 +32,8 @@ inline constexpr int kKvBlockSize = 32;
 struct AttentionParams {
   float scale = 0.0f;            // scores = scale * q.k; 0 means 1/sqrt(Dh)
   int window = 0;                // sliding window W: key j visible iff p - W < j <= p; 0 = off
+  int chunk = 0;                 // chunked local attention C (Llama 4): key j visible iff
+                                 // j <= p and floor(j / C) == floor(p / C); 0 = off
   float softcap = 0.0f;          // s = softcap * tanh(s / softcap) before masking; 0 = off
   const float* sinks = nullptr;  // (H) one sink logit per query head, or null
   int block_size = kKvBlockSize; // KV block size B (multiple of 16, 16..256)

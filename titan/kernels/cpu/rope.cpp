@@ -36,8 +36,8 @@ void rope_inv_freq(double* out, int64_t R, double theta, const RopeScaling& sc) 
   const bool l3 = sc.kind == RopeScaling::Kind::llama3;
   if (l3) {
     TITAN_CHECK(sc.factor > 0.0, "{}: llama3 factor must be > 0, got {}", fn, sc.factor);
-    TITAN_CHECK(sc.low_freq_factor > 0.0 && sc.high_freq_factor > sc.low_freq_factor,
-                "{}: llama3 needs 0 < low_freq_factor < high_freq_factor, got {} and {}", fn,
+    TITAN_CHECK(sc.low_freq_factor > 0.0 && sc.high_freq_factor >= sc.low_freq_factor,
+                "{}: llama3 needs 0 < low_freq_factor <= high_freq_factor, got {} and {}", fn,
                 sc.low_freq_factor, sc.high_freq_factor);
     TITAN_CHECK(sc.original_max_position_embeddings >= 1,
                 "{}: llama3 original_max_position_embeddings must be >= 1, got {}", fn,
@@ -52,7 +52,8 @@ void rope_inv_freq(double* out, int64_t R, double theta, const RopeScaling& sc) 
       const double wavelen = 2.0 * std::numbers::pi / f;
       if (wavelen < high_wavelen) {
         // high frequency: unchanged
-      } else if (wavelen > low_wavelen) {
+      } else if (wavelen > low_wavelen || sc.high_freq_factor == sc.low_freq_factor) {
+        // (equal factors, Llama 4 Scout: no interpolated band; wavelen == the bound is scaled)
         f = f / sc.factor;
       } else {
         const double smooth =

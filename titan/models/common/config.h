@@ -62,6 +62,10 @@ struct TransformerConfig {
   // Aux-loss-free balancing rate of the sigmoid router's expert bias (TorchTitan
   // load_balance_coeff; 0 = the bias is not updated). Not an HF config field.
   double load_balance_coeff = 0.0;
+  // TorchTitan MoEArgs.score_before_experts (Llama 4): a routed expert's input is its
+  // router weight times x, and its output joins unweighted (HF Llama4TextMoe); false:
+  // the output is weighted.
+  bool score_before_experts = false;
 
   // ---- hybrid linear attention (Qwen3-Next). layer_types[l] is "full_attention" (the
   // gqa mixer) or "linear_attention" (the Gated DeltaNet mixer, models/mixers/gdn.h);
@@ -103,6 +107,16 @@ struct TransformerConfig {
   bool attn_temperature_tuning = false;
   double floor_scale = 8192.0;
   double attn_scale = 0.1;
+  // Llama 4 chunked local attention: layer_types[l] == "chunked_attention" makes layer l
+  // a gqa layer whose query at position p sees only keys j <= p of its own chunk,
+  // floor(j / attention_chunk_size) == floor(p / attention_chunk_size). 0 = no chunked layers.
+  int64_t attention_chunk_size = 0;
+  // Llama 4 use_qk_norm: on the RoPE layers, q and k are divided by their RMS over
+  // head_dim (no weight, eps rms_norm_eps) after RoPE (HF Llama4TextL2Norm).
+  bool use_qk_norm = false;
+  // gqa layers rotate interleaved pairs (2i, 2i+1) (Meta's complex RoPE, HF llama4
+  // apply_rotary_emb) instead of rotate-half (d, d + R/2). MLA's pairing is rope_interleave.
+  bool rope_interleave_gqa = false;
 
   // ---- Multi-head Latent Attention (DeepSeek-V2/V3, Kimi K2; models/mixers/mla.h).
   // kv_lora_rank > 0 makes every layer an MLA layer: queries through a q_lora_rank
@@ -133,6 +147,9 @@ struct TransformerConfig {
   // Layer l's attention window: sliding_window where layer_types[l] is
   // "sliding_attention" (or every layer when layer_types is empty), else 0.
   int64_t layer_window(int64_t l) const;
+  // Layer l's attention chunk: attention_chunk_size where layer_types[l] is
+  // "chunked_attention", else 0.
+  int64_t layer_chunk(int64_t l) const;
   // Whether layer l applies RoPE (no_rope_layers[l] != 0, or no_rope_layers empty).
   bool layer_uses_rope(int64_t l) const;
   // RoPE dims per head: head_dim * partial_rotary_factor.

@@ -17,6 +17,15 @@ namespace titan::models {
 bool family_registered(const std::string& name);  // models/family.cpp (throws when not)
 
 namespace {
+// Keys a query of a seq_len-token sequence attends at most in layer l: the window or
+// the chunk bound it (FLOP counts).
+int64_t attended_keys(const TransformerConfig& c, int64_t l, int64_t seq_len) {
+  int64_t keys = seq_len;
+  if (c.layer_window(l) > 0) keys = std::min(keys, c.layer_window(l));
+  if (c.layer_chunk(l) > 0) keys = std::min(keys, c.layer_chunk(l));
+  return keys;
+}
+
 // Feed-forward parameters of layer l: dense SwiGLU 3·D·F; MoE: the router gate E·D,
 // the routed experts (all E, or the K a token uses when `active`) and the shared experts,
 // 3·D·moe_intermediate_size each.
@@ -102,9 +111,12 @@ void TransformerConfig::validate() const {
     bool any_linear = false;
     for (size_t l = 0; l < layer_types.size(); ++l) {
       TITAN_CHECK(layer_types[l] == "full_attention" || layer_types[l] == "linear_attention" ||
-                      layer_types[l] == "sliding_attention",
+                      layer_types[l] == "sliding_attention" || layer_types[l] == "chunked_attention",
                   "model config: layer_types[{}] = '{}' is not a known layer type (full_attention, "
-                  "sliding_attention, linear_attention)", l, layer_types[l]);
+                  "sliding_attention, chunked_attention, linear_attention)", l, layer_types[l]);
+      TITAN_CHECK(layer_types[l] != "chunked_attention" || attention_chunk_size >= 1,
+                  "model config: layer_types[{}] is chunked_attention but attention_chunk_size = {} (must be >= 1)",
+                  l, attention_chunk_size);
       TITAN_CHECK(layer_types[l] != "sliding_attention" || sliding_window >= 1,
                   "model config: layer_types[{}] is sliding_attention but sliding_window = {} (must be >= 1)", l,
                   sliding_window);
@@ -149,6 +161,8 @@ void TransformerConfig::validate() const {
                 kv_lora_rank);
   }
   TITAN_CHECK(sliding_window >= 0, "model config: sliding_window must be >= 1 (or 0 = off), got {}", sliding_window);
+  TITAN_CHECK(attention_chunk_size >= 0 && attention_chunk_size <= (int64_t{1} << 30),
+              "model config: attention_chunk_size must be >= 1 (or 0 = off), got {}", attention_chunk_size);
   TITAN_CHECK(attn_logit_softcapping >= 0 && std::isfinite(attn_logit_softcapping),
               "model config: attn_logit_softcapping must be >= 0 (0 = off), got {}", attn_logit_softcapping);
   TITAN_CHECK(final_logit_softcapping >= 0 && std::isfinite(final_logit_softcapping),
@@ -251,8 +265,7 @@ double TransformerConfig::train_flops_per_token(int64_t seq_len) const {
                ? 4.0 * linear_num_value_heads * linear_key_head_dim * linear_value_head_dim
            : is_mla() ? num_attention_heads * static_cast<double>(qk_nope_head_dim + qk_rope_head_dim + v_head_dim) *
                             static_cast<double>(is_dsa() ? std::min(index_topk, seq_len) : seq_len)
-                      : num_attention_heads * 2.0 * head_dim *
-                            static_cast<double>(layer_window(l) > 0 ? std::min(seq_len, layer_window(l)) : seq_len);
+                      : num_attention_heads * 2.0 * head_dim * static_cast<double>(attended_keys(*this, l, seq_len));
   }
   return 6.0 * matmul + 6.0 * mix + forward_only;
 }

@@ -43,6 +43,13 @@ int64_t TransformerConfig::layer_window(int64_t l) const {
              : 0;
 }
 
+int64_t TransformerConfig::layer_chunk(int64_t l) const {
+  return l >= 0 && l < static_cast<int64_t>(layer_types.size()) &&
+                 layer_types[static_cast<size_t>(l)] == "chunked_attention"
+             ? attention_chunk_size
+             : 0;
+}
+
 bool TransformerConfig::layer_uses_rope(int64_t l) const {
   return l < 0 || l >= static_cast<int64_t>(no_rope_layers.size()) || no_rope_layers[static_cast<size_t>(l)] != 0;
 }
@@ -61,6 +68,7 @@ std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg) {
                                                  : MixerKind::gqa;
     s.ffn = cfg.is_moe_layer(l) ? FfnKind::moe : FfnKind::dense;
     s.window = s.mixer == MixerKind::gqa ? cfg.layer_window(l) : 0;
+    s.chunk = s.mixer == MixerKind::gqa ? cfg.layer_chunk(l) : 0;
     s.use_rope = (s.mixer == MixerKind::gqa || s.mixer == MixerKind::mla || s.mixer == MixerKind::dsa) &&
                  cfg.layer_uses_rope(l);
     out.push_back(s);
@@ -77,6 +85,7 @@ std::string describe_layers(const std::vector<LayerSpec>& specs) {
     out += "L" + std::to_string(i) + (j > i ? "-" + std::to_string(j) : "") + " " +
            mixer_kind_name(specs[i].mixer) + "+" + ffn_kind_name(specs[i].ffn);
     if (specs[i].window > 0) out += " window " + std::to_string(specs[i].window);
+    if (specs[i].chunk > 0) out += " chunk " + std::to_string(specs[i].chunk);
     if (specs[i].mixer == MixerKind::gqa && !specs[i].use_rope) out += " nope";
     i = j + 1;
   }

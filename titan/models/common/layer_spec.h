@@ -26,13 +26,14 @@ struct LayerSpec {
   MixerKind mixer = MixerKind::gqa;
   FfnKind ffn = FfnKind::dense;
   int64_t window = 0;     // attention window in tokens (0 = full causal)
+  int64_t chunk = 0;      // chunked local attention, chunk length in tokens (0 = off)
   bool use_rope = true;   // rotary position embedding on q and k
   bool operator==(const LayerSpec&) const = default;
 };
 
 // One LayerSpec per layer (cfg.num_hidden_layers of them): gdn where layer_types says
 // "linear_attention", dsa when cfg.is_dsa(), else mla when cfg.is_mla(), gqa attention
-// elsewhere; window = cfg.layer_window(l) (gqa layers), use_rope = cfg.layer_uses_rope(l)
+// elsewhere; window = cfg.layer_window(l), chunk = cfg.layer_chunk(l) (gqa layers), use_rope = cfg.layer_uses_rope(l)
 // (gqa, mla and dsa layers), ffn = moe where cfg.is_moe_layer(l).
 std::vector<LayerSpec> layer_specs(const TransformerConfig& cfg);
 

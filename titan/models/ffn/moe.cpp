@@ -182,7 +182,8 @@ void GroupedExperts::init_weights(const nn::InitContext& ctx) {
 
 MoE::MoE(const TransformerConfig& c, int layer_id)
     : E_(c.num_experts), K_(c.num_experts_per_tok), aux_coef_(c.router_aux_loss_coef),
-      load_balance_coeff_(c.load_balance_coeff), layer_id_(layer_id) {
+      load_balance_coeff_(c.load_balance_coeff), score_before_experts_(c.score_before_experts),
+      layer_id_(layer_id) {
   TITAN_CHECK(c.scoring_func == "sigmoid" || c.load_balance_coeff == 0.0,
               "model config: load_balance_coeff = {} needs scoring_func = sigmoid (the bias is the sigmoid "
               "router's e_score_correction_bias)", c.load_balance_coeff);
@@ -239,8 +240,17 @@ Tensor MoE::forward(const Tensor& x, const ForwardBatch& batch, LayerCache*) con
       row_of[static_cast<size_t>(t * K + j)] = rw;
     }
   Tensor xs = index_select(x, 0, Tensor::from_vector(token_of, {T * K}));
+  Tensor combine_w = r.weights;
+  if (score_before_experts_) {
+    // Llama 4: row rw (token t, choice j) enters its expert as w[t, j] * x_t.
+    std::vector<int64_t> choice_of(static_cast<size_t>(T * K));
+    for (int64_t i = 0; i < T * K; ++i) choice_of[static_cast<size_t>(row_of[static_cast<size_t>(i)])] = i;
+    Tensor wrow = index_select(r.weights.contiguous().view({T * K}), 0, Tensor::from_vector(choice_of, {T * K}));
+    xs = mul(xs, wrow.view({T * K, 1}).expand({T * K, x.size(1)}));
+    combine_w = Tensor::full({T, K}, 1.0);
+  }
   Tensor ys = expert_compute ? expert_compute->forward(xs, offsets) : experts->forward(xs, offsets);
-  Tensor out = combine_experts(ys, r.weights, row_of);
+  Tensor out = combine_experts(ys, combine_w, row_of);
   if (shared_experts) out = add(out, shared_experts->forward(x));
 
   if (batch.routed_experts && static_cast<size_t>(layer_id_) < batch.routed_experts->size())

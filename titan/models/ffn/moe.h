@@ -18,7 +18,12 @@
 //     groups are kept, the other experts' c set to -inf; the K largest c are chosen;
 //     weights = their s (not c), divided by (sum + 1e-20) when norm_topk_prob;
 //     then times routed_scaling_factor.
-// Every ranking sends ties to the lower index (expert or group). A token's chosen
+// Every ranking sends ties to the lower index (expert or group). The sigmoid router with
+// n_group = 1 and a zero bias is Llama 4's (HF Llama4Router: top-k of the logits, weights
+// sigmoid(logit), not renormalised): ranking sigmoid(logits) as TorchTitan does picks the
+// same experts except where fp32 sigmoid ties two different logits (|logit| > ~17).
+// score_before_experts (Llama 4): each chosen expert runs on weight * x and the outputs
+// are summed unweighted (out = 0 + y_1 + y_2 + ...), instead of weighting the outputs. A token's chosen
 // experts are kept in ascending expert index, which is the order its expert outputs
 // are summed in (out = 0 + w_1 y_1 + w_2 y_2 + ...). Nothing a token computes depends on
 // the other tokens of the batch, so its output has the same bits in any batch and with
@@ -142,6 +147,7 @@ class MoE : public FeedForwardBase {
  private:
   int64_t E_, K_;
   double aux_coef_, load_balance_coeff_;
+  bool score_before_experts_;
   int layer_id_;
   mutable MoEStats stats_;
   mutable std::vector<int64_t> pending_load_;  // loads for the next bias update

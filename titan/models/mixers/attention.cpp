@@ -11,6 +11,7 @@
 #include "titan/ops/attention.h"
 #include "titan/ops/bf16_compute.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/norm.h"
 #include "titan/ops/rope.h"
 
 namespace titan::models {
@@ -35,7 +36,10 @@ Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int la
       Hkv_(cfg.num_key_value_heads),
       Dh_(cfg.head_dim),
       window_(spec.window),
+      chunk_(spec.chunk),
       use_rope_(spec.use_rope),
+      rope_style_(cfg.rope_interleave_gqa ? RopeStyle::interleaved : RopeStyle::rotate_half),
+      qk_l2_eps_(cfg.use_qk_norm && spec.use_rope ? cfg.rms_norm_eps : -1.0),
       gate_(cfg.attn_output_gate),
       scale_(cfg.query_pre_attn_scalar > 0 ? 1.0 / std::sqrt(cfg.query_pre_attn_scalar) : 0.0),
       softcap_(cfg.attn_logit_softcapping),
@@ -88,10 +92,14 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
   }
   if (use_rope_ && composed_rope) {
     count_override_call("rope", "composed");
-    q = composed::apply_rotary(q, batch.positions, *rope_);
-    k = composed::apply_rotary(k, batch.positions, *rope_);
+    q = composed::apply_rotary(q, batch.positions, *rope_, rope_style_);
+    k = composed::apply_rotary(k, batch.positions, *rope_, rope_style_);
   } else if (use_rope_) {
-    std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_);
+    std::tie(q, k) = apply_rotary(q, k, batch.positions, *rope_, rope_style_);
+  }
+  if (qk_l2_eps_ >= 0) {
+    q = rms_norm(q, Tensor(), qk_l2_eps_);
+    k = rms_norm(k, Tensor(), qk_l2_eps_);
   }
   if (temperature_tuning_)
     q = mul(q, temperature_scales(batch.positions, floor_scale_, attn_scale_).expand({T, H_, Dh_}));
@@ -106,6 +114,7 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
   if (!batch.is_paged()) {
     AttentionOptions opts;
     opts.window = static_cast<int>(window_);
+    opts.chunk = static_cast<int>(chunk_);
     opts.scale = scale_;
     opts.softcap = softcap_;
     opts.sinks = sinks;
@@ -122,6 +131,7 @@ Tensor Attention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache
   } else {
     kc::AttentionParams params;
     params.window = static_cast<int>(window_);
+    params.chunk = static_cast<int>(chunk_);
     params.scale = static_cast<float>(scale_);
     params.softcap = static_cast<float>(softcap_);
     Tensor sinks_c = sinks.defined() ? sinks.contiguous() : Tensor();

@@ -16,7 +16,10 @@ namespace titan::models {
 // soft-cap (cfg.attn_logit_softcapping) and scale (cfg.query_pre_attn_scalar^-1/2),
 // gpt-oss's per-head sink logits (cfg.attention_sinks: parameter `sinks` (H)), and
 // Llama 4's NoPE layers (spec.use_rope false) with attention temperature tuning
-// (queries at position p times 1 + attn_scale * log1p(floor((p + 1) / floor_scale))).
+// (queries at position p times 1 + attn_scale * log1p(floor((p + 1) / floor_scale))),
+// its chunked local attention (spec.chunk), its weightless RMS norm of q and k after RoPE
+// on the RoPE layers (cfg.use_qk_norm) and its interleaved-pair RoPE
+// (cfg.rope_interleave_gqa); HF Llama4TextAttention.
 class Attention : public Mixer {
  public:
   // rope: the decoder's shared fp32 tables (build_rope_tables), used when spec.use_rope.
@@ -42,8 +45,10 @@ class Attention : public Mixer {
  private:
   std::shared_ptr<const RopeCache> rope_;
   int layer_id_;
-  int64_t H_, Hkv_, Dh_, window_;
+  int64_t H_, Hkv_, Dh_, window_, chunk_;
   bool use_rope_;
+  RopeStyle rope_style_;
+  double qk_l2_eps_;  // use_qk_norm on a RoPE layer: the weightless norm's eps; < 0 = off
   bool gate_;  // cfg.attn_output_gate: out = attention · sigmoid(gate) before wo
   double scale_, softcap_;          // score scale (0 = 1/sqrt(Dh)) and soft-cap (0 = off)
   bool temperature_tuning_;         // NoPE layer with cfg.attn_temperature_tuning

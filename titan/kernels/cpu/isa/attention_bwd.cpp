@@ -122,7 +122,7 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
     }
     const float* ktb = kt.data() + static_cast<size_t>(b) * Dh * B;
     const float* vtb = vt.data() + static_cast<size_t>(b) * Dh * B;
-    const int qend = c.window > 0 ? std::min(L - 1, kb0 + nk - 1 + c.window - 1) : L - 1;
+    const int qend = attn::last_seeing(kb0 + nk - 1, c.window, c.chunk, L);
     for (int p0 = kb0; p0 <= qend; p0 += P) {
       const int np = std::min(P, qend - p0 + 1);
       for (int g0 = 0; g0 < G; g0 += Gc) {
@@ -142,7 +142,7 @@ void bwd_task(const BwdArgs& a, int64_t t0, int L, int hkv, const attn::Cfg& c) 
             sx[R] = S(R);
             dsx[R] = DS(R);
             dsc[R] = DS(R);
-            jlo[R] = std::max(attn::first_visible(pp, c.window), kb0) - kb0;
+            jlo[R] = std::max(attn::first_visible(pp, c.window, c.chunk), kb0) - kb0;
             jhi[R] = std::min(pp, kb0 + nk - 1) - kb0;
           }
         }
@@ -192,6 +192,7 @@ void attn_varlen_bwd(float* dq, float* dk, float* dv, float* dsinks, const float
   c.B = p.block_size;
   c.scale = p.scale;
   c.window = p.window;
+  c.chunk = p.chunk;
   c.softcap = p.softcap;
   c.inv_softcap = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
   std::vector<float> D(static_cast<size_t>(T) * H);
@@ -204,7 +205,8 @@ void attn_varlen_bwd(float* dq, float* dk, float* dv, float* dsinks, const float
   std::vector<double> costs;
   for (int s = 0; s < S; ++s) {
     const double L = cu_seqlens[s + 1] - cu_seqlens[s];
-    const double keys = p.window > 0 ? std::min<double>(L, p.window) : L;
+    double keys = p.window > 0 ? std::min<double>(L, p.window) : L;
+    if (p.chunk > 0) keys = std::min<double>(keys, p.chunk);
     for (int hkv = 0; hkv < Hkv; ++hkv) costs.push_back(L * (keys + p.block_size) + 1.0);
   }
   attn::run_balanced(costs, [&](int64_t u) {

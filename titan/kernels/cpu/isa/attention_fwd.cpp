@@ -44,6 +44,7 @@ attn::Cfg make_cfg(int Dh, const AttentionParams& p) {
   c.B = p.block_size;
   c.scale = p.scale;
   c.window = p.window;
+  c.chunk = p.chunk;
   c.softcap = p.softcap;
   c.inv_softcap = p.softcap > 0.0f ? 1.0f / p.softcap : 0.0f;
   return c;
@@ -73,7 +74,7 @@ void paged_run(float* out, float* lse, const float* q, const float* k_cache,
     int np = 1;
     while (np < P && t + np < T && seq[t + np] == seq[t] && pos[t + np] == pos[t + np - 1] + 1)
       ++np;
-    const double keys = pos[t + np - 1] - attn::first_visible(pos[t], c.window) + 1 + B;
+    const double keys = pos[t + np - 1] - attn::first_visible(pos[t], c.window, c.chunk) + 1 + B;
     for (int hkv = 0; hkv < Hkv; ++hkv)
       for (int g0 = 0; g0 < G; g0 += Gc) {
         const int ng = std::min(Gc, G - g0);
@@ -97,7 +98,7 @@ void paged_run(float* out, float* lse, const float* q, const float* k_cache,
                      pos[t], sinks ? sinks[h] : kNegInf};
       }
     }
-    const int bmin = attn::first_visible(pos[un.t0], c.window) / B;
+    const int bmin = attn::first_visible(pos[un.t0], c.window, c.chunk) / B;
     const int bmax = pos[un.t0 + un.np - 1] / B;
     if (static_cast<int>(kp.size()) < bmax + 1) {
       kp.resize(bmax + 1);

@@ -285,7 +285,7 @@ void fwd_tile(const QRow* rows, int R, const float* const* kblk, const float* co
   int bmin = 0, bmax = -1;
   for (int r = 0; r < R; ++r) {
     const int p = rows[r].pos;
-    lo[r] = first_visible(p, c.window);
+    lo[r] = first_visible(p, c.window, c.chunk);
     bfirst[r] = lo[r] / B;
     blast[r] = p / B;
     bmin = r == 0 ? bfirst[r] : std::min(bmin, bfirst[r]);

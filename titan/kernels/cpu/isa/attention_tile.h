@@ -24,12 +24,26 @@ struct Cfg {
   int B = 0;           // KV block size (multiple of 16)
   float scale = 0.0f;  // applied to the raw dot product
   int window = 0;      // 0 = off
+  int chunk = 0;       // chunked local attention; 0 = off
   float softcap = 0.0f;
   float inv_softcap = 0.0f;  // 1 / softcap, rounded to fp32 once
 };
 
-// First visible key position for a query at position p (the last one is p).
-inline int first_visible(int p, int window) { return window > 0 ? std::max(0, p - window + 1) : 0; }
+// First visible key position for a query at position p (the last one is p): the
+// window's start and the start of p's chunk, whichever is later. Non-decreasing in p.
+inline int first_visible(int p, int window, int chunk) {
+  int lo = window > 0 ? std::max(0, p - window + 1) : 0;
+  if (chunk > 0) lo = std::max(lo, p / chunk * chunk);
+  return lo;
+}
+// The last query position that can see key position j (a query sees j iff
+// first_visible(p) <= j <= p), capped at L - 1.
+inline int last_seeing(int j, int window, int chunk, int L) {
+  int hi = L - 1;
+  if (window > 0) hi = std::min(hi, j + window - 1);
+  if (chunk > 0) hi = std::min(hi, (j / chunk + 1) * chunk - 1);
+  return hi;
+}
 
 // One query row of a forward tile. sink = -inf when there is none.
 struct QRow {
