@@ -6,7 +6,12 @@
 //            query_pre_attn_scalar^-1/2, sandwich norms, gain-centred norms, GeGLU,
 //            scaled embeddings, local RoPE theta on the window layers (Gemma 3);
 //   nope:    Llama 4 iRoPE: NoPE layers between RoPE layers, attention temperature tuning;
-//   olmo2:   post-norms only (no pre-norms).
+//   olmo2:   post-norms only (no pre-norms);
+//   gpt_oss: the gpt_oss family's block (models/gpt_oss) at tiny size: sliding window 8 /
+//            full layers, sinks, q/k/v/o biases, YaRN (truncate false), every layer 4
+//            biased experts (2 per token, softmax over the top-2 logits, router bias,
+//            clamped SwiGLU with swiglu_limit 1 so the clamps act); its "without" model
+//            keeps the shapes with sinks off, the plain SwiGLU and the softmax router.
 // For each: prefill == token-by-token decode (the generator decodes every completion
 // token through the paged K/V, the trainer recomputes prompt + completion in one packed
 // forward with autograd on); chunked prefill == whole prefill; 1 thread == 2 threads;
@@ -37,6 +42,26 @@ models::TransformerConfig variant_config(const std::string& v, bool on = true) {
   c.num_hidden_layers = 4;
   c.max_position_embeddings = 512;
   c.tie_word_embeddings = true;
+  if (v == "gpt_oss") {
+    c.family = "gpt_oss";
+    c.layer_types = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    c.sliding_window = 8;
+    c.attention_bias = true;
+    c.attention_sinks = on;
+    c.rope_scaling.rope_type = "yarn";
+    c.rope_scaling.factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 64;
+    c.rope_scaling.truncate = false;
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 32;
+    c.router_bias = true;
+    c.expert_proj_bias = true;
+    c.scoring_func = on ? "softmax_topk" : "softmax";
+    c.expert_act = on ? "swiglu_oai" : "silu";
+    c.swiglu_limit = 1.0;
+    return c;
+  }
   if (!on) return c;
   if (v == "window") {
     c.layer_types = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
@@ -66,8 +91,8 @@ models::TransformerConfig variant_config(const std::string& v, bool on = true) {
   return c;
 }
 
-// Random init; norm gains and sink logits drawn away from their neutral init so that
-// every flag acts.
+// Random init; norm gains, sink logits and biases (the experts' too) drawn away from
+// their neutral init so that every flag acts.
 std::unique_ptr<models::Decoder> variant_model(const models::TransformerConfig& c) {
   auto m = std::make_unique<models::Decoder>(c);
   m->init_weights(5);
@@ -77,7 +102,12 @@ std::unique_ptr<models::Decoder> variant_model(const models::TransformerConfig& 
     if (p.dim() == 1) {
       Tensor r = Tensor::randn(p.shape(), seed++);
       Tensor t = p;
-      t.copy_(name.find("sinks") != std::string::npos ? r : add(scale(r, 0.2), c.norm_unit_offset ? 0.0 : 1.0));
+      const bool bias = name.find("bias") != std::string::npos || name.find("sinks") != std::string::npos;
+      t.copy_(bias ? scale(r, bias && name.find("sinks") == std::string::npos ? 0.2 : 1.0)
+                   : add(scale(r, 0.2), c.norm_unit_offset ? 0.0 : 1.0));
+    } else if (name.find(".moe.experts.b") != std::string::npos) {
+      Tensor t = p;
+      t.copy_(scale(Tensor::randn(p.shape(), seed++), 0.2));
     }
   return m;
 }
@@ -169,7 +199,8 @@ TEST_P(VariantParity, GeneratorOnlyChangeBreaksParity) {
   EXPECT_GT(d, 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, VariantParity, ::testing::Values("window", "sinks", "softcap", "nope", "olmo2"));
+INSTANTIATE_TEST_SUITE_P(Variants, VariantParity, ::testing::Values("window", "sinks", "softcap", "nope", "olmo2",
+                                                                         "gpt_oss"));
 
 // sum_t,v logits[t, v] · G[t, v] accumulated in double.
 double functional(const models::Decoder& m, const models::ForwardBatch& fb, const std::vector<float>& g) {
@@ -214,6 +245,11 @@ void finite_difference_check(const std::string& v, const std::string& name, int6
 }
 
 TEST(VariantGradients, SinkLogitsMatchFiniteDifferences) { finite_difference_check("sinks", "layers.1.attention.sinks", 4); }
+
+TEST(VariantGradients, GptOssExpertAndOutputBiasesMatchFiniteDifferences) {
+  finite_difference_check("gpt_oss", "layers.0.moe.experts.b1", 4);
+  finite_difference_check("gpt_oss", "layers.1.attention.wo.bias", 4);
+}
 
 TEST(VariantGradients, NopeTemperatureTunedQueriesMatchFiniteDifferences) {
   finite_difference_check("nope", "layers.1.attention.wq.weight", 4);

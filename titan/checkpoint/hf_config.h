@@ -16,7 +16,8 @@ namespace titan {
 inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Qwen3ForCausalLM",
                                                           "Qwen3NextForCausalLM", "DeepseekV3ForCausalLM",
                                                           "Qwen3MoeForCausalLM", "Gemma2ForCausalLM",
-                                                          "Gemma3ForCausalLM", "DeepseekV32ForCausalLM"};
+                                                          "Gemma3ForCausalLM", "DeepseekV32ForCausalLM",
+                                                          "GptOssForCausalLM"};
 
 // RoPE scaling: Llama 3.1/3.2 frequency bands (rope_type "llama3"; transformers
 // modeling_rope_utils._compute_llama3_parameters) or YaRN (rope_type "yarn", as
@@ -31,6 +32,7 @@ struct HFRopeScaling {
   double beta_slow = 1.0;         // yarn (default 1)
   double mscale = 0.0;            // yarn; 0 = absent
   double mscale_all_dim = 0.0;    // yarn; 0 = absent
+  bool truncate = true;           // yarn (default true; gpt-oss: false)
 };
 
 struct HFConfig {

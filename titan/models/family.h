@@ -52,6 +52,11 @@ std::string from_hf_name(const std::string& hf_name);
 // tensors. Buffers (moe.expert_bias <-> mlp.gate.e_score_correction_bias) are loaded
 // when present and exported.
 //
+// gpt-oss (experts with biases): the router is mlp.router.weight / .bias and the experts
+// are GptOssExperts' packed tensors (gate_up_proj (E, D, 2F) gate/up interleaved,
+// gate_up_proj_bias, down_proj (E, F, D), down_proj_bias); models/gpt_oss/gpt_oss.cpp.
+// Export copies these (the others share storage).
+//
 // Copies HF-named tensors into the module's parameters (converted to f32). Every
 // parameter must be present with its exact shape; HF keys with no counterpart
 // (e.g. rotary inv_freq buffers) are ignored; lm_head.weight is ignored when tied.
