@@ -32,7 +32,7 @@ def tiny_config():
     return GptOssConfig(
         vocab_size=128, hidden_size=64, intermediate_size=32, num_hidden_layers=4,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
-        num_local_experts=4, num_experts_per_tok=2, swiglu_limit=0.5, max_position_embeddings=512,
+        num_local_experts=4, num_experts_per_tok=2, swiglu_limit=0.5, max_position_embeddings=256,
         rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "beta_fast": 32.0,
                          "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 64},
         rms_norm_eps=1e-5, tie_word_embeddings=False, attn_implementation="eager", dtype="float32")
