@@ -14,6 +14,11 @@
 //            the weightless q/k RMS norm after it, NoPE global layers with temperature
 //            tuning, MoE layers with a top-1 sigmoid router scaling the expert's input
 //            plus a shared expert.
+//   gpt_oss: the gpt_oss family's block (models/gpt_oss) at tiny size: sliding window 8 /
+//            full layers, sinks, q/k/v/o biases, YaRN (truncate false), every layer 4
+//            biased experts (2 per token, softmax over the top-2 logits, router bias,
+//            clamped SwiGLU with swiglu_limit 1 so the clamps act); its "without" model
+//            keeps the shapes with sinks off, the plain SwiGLU and the softmax router.
 // For each: prefill == token-by-token decode (the generator decodes every completion
 // token through the paged K/V, the trainer recomputes prompt + completion in one packed
 // forward with autograd on); chunked prefill == whole prefill; 1 thread == 2 threads;
@@ -44,6 +49,26 @@ models::TransformerConfig variant_config(const std::string& v, bool on = true) {
   c.num_hidden_layers = 4;
   c.max_position_embeddings = 512;
   c.tie_word_embeddings = true;
+  if (v == "gpt_oss") {
+    c.family = "gpt_oss";
+    c.layer_types = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    c.sliding_window = 8;
+    c.attention_bias = true;
+    c.attention_sinks = on;
+    c.rope_scaling.rope_type = "yarn";
+    c.rope_scaling.factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 64;
+    c.rope_scaling.truncate = false;
+    c.num_experts = 4;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 32;
+    c.router_bias = true;
+    c.expert_proj_bias = true;
+    c.scoring_func = on ? "softmax_topk" : "softmax";
+    c.expert_act = on ? "swiglu_oai" : "silu";
+    c.swiglu_limit = 1.0;
+    return c;
+  }
   if (!on) return c;
   if (v == "window") {
     c.layer_types = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
@@ -92,8 +117,8 @@ models::TransformerConfig variant_config(const std::string& v, bool on = true) {
   return c;
 }
 
-// Random init; norm gains and sink logits drawn away from their neutral init so that
-// every flag acts.
+// Random init; norm gains, sink logits and biases (the experts' too) drawn away from
+// their neutral init so that every flag acts.
 std::unique_ptr<models::Decoder> variant_model(const models::TransformerConfig& c) {
   auto m = std::make_unique<models::Decoder>(c);
   m->init_weights(5);
@@ -103,7 +128,12 @@ std::unique_ptr<models::Decoder> variant_model(const models::TransformerConfig& 
     if (p.dim() == 1) {
       Tensor r = Tensor::randn(p.shape(), seed++);
       Tensor t = p;
-      t.copy_(name.find("sinks") != std::string::npos ? r : add(scale(r, 0.2), c.norm_unit_offset ? 0.0 : 1.0));
+      const bool bias = name.find("bias") != std::string::npos || name.find("sinks") != std::string::npos;
+      t.copy_(bias ? scale(r, bias && name.find("sinks") == std::string::npos ? 0.2 : 1.0)
+                   : add(scale(r, 0.2), c.norm_unit_offset ? 0.0 : 1.0));
+    } else if (name.find(".moe.experts.b") != std::string::npos) {
+      Tensor t = p;
+      t.copy_(scale(Tensor::randn(p.shape(), seed++), 0.2));
     }
   return m;
 }
@@ -196,7 +226,7 @@ TEST_P(VariantParity, GeneratorOnlyChangeBreaksParity) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, VariantParity, ::testing::Values("window", "sinks", "softcap", "nope", "olmo2",
-                                                                   "chunked", "llama4"));
+                                                                   "chunked", "llama4", "gpt_oss"));
 
 // sum_t,v logits[t, v] · G[t, v] accumulated in double.
 double functional(const models::Decoder& m, const models::ForwardBatch& fb, const std::vector<float>& g) {
@@ -315,6 +345,9 @@ TEST(VariantGradients, Llama4RouterWeightMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 6);
   std::printf("llama4: %s gradient vs central differences: %d entries (%d skipped for a routing flip), worst "
               "relative error %.3g\n", name.c_str(), checked, skipped, worst);
+TEST(VariantGradients, GptOssExpertAndOutputBiasesMatchFiniteDifferences) {
+  finite_difference_check("gpt_oss", "layers.0.moe.experts.b1", 4);
+  finite_difference_check("gpt_oss", "layers.1.attention.wo.bias", 4);
 }
 
 TEST(VariantGradients, NopeTemperatureTunedQueriesMatchFiniteDifferences) {

@@ -257,8 +257,8 @@ TEST(DeepseekV3, BadHfConfigsAreOneLineErrorsNamingTheField) {
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
   expect_error(j, "original_max_position_embeddings");
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
-                       {"truncate", false}};
-  expect_error(j, "truncate = false");
+                       {"truncate", 0}};
+  expect_error(j, "truncate");
 }
 
 TEST(DeepseekV3, BadConfigOnTheCommandLineExits2) {

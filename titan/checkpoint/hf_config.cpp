@@ -97,9 +97,7 @@ std::optional<HFRopeScaling> parse_rope_scaling(const json& rs, const std::strin
       fail("{}: {}: yarn needs beta_fast ({}) >= beta_slow ({}) > 0", where, key, s.beta_fast, s.beta_slow);
     s.mscale = f.f64("mscale").value_or(0.0);
     s.mscale_all_dim = f.f64("mscale_all_dim").value_or(0.0);
-    if (auto tr = f.boolean("truncate"); tr && !*tr)
-      fail("{}: {}.truncate = false is not supported (titan rounds the yarn correction range as truncate = true)",
-           where, key);
+    s.truncate = f.boolean("truncate").value_or(true);
     if (auto af = f.f64("attention_factor"))
       fail("{}: {}.attention_factor = {} is not supported (titan derives it from mscale / mscale_all_dim)", where,
            key, *af);
@@ -155,6 +153,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     else if (c.model_type == "gemma2") c.architectures = {"Gemma2ForCausalLM"};
     else if (c.model_type == "gemma3_text") c.architectures = {"Gemma3ForCausalLM"};
     else if (c.model_type == "llama4_text") c.architectures = {"Llama4ForCausalLM"};
+    else if (c.model_type == "gpt_oss") c.architectures = {"GptOssForCausalLM"};
     else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
               where, c.model_type, supported_list());
   }
@@ -178,6 +177,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
                    : c.is_gemma2()        ? "gemma2"
                    : c.architecture() == "Gemma3ForCausalLM" ? "gemma3_text"
                    : c.architecture() == "Llama4ForCausalLM" ? "llama4_text"
+                   : c.architecture() == "GptOssForCausalLM" ? "gpt_oss"
                                           : "qwen3";
   if (c.is_deepseek_v32() && c.model_type != "deepseek_v32")
     fail("{}: model_type '{}' is not one titan knows for DeepseekV32ForCausalLM (deepseek_v32)", where, c.model_type);
@@ -303,6 +303,7 @@ json hf_config_to_json(const HFConfig& c) {
                          {"beta_slow", s.beta_slow}};
     if (s.mscale != 0) j["rope_scaling"]["mscale"] = s.mscale;
     if (s.mscale_all_dim != 0) j["rope_scaling"]["mscale_all_dim"] = s.mscale_all_dim;
+    if (!s.truncate) j["rope_scaling"]["truncate"] = false;
   } else if (c.rope_scaling) {
     const HFRopeScaling& s = *c.rope_scaling;
     j["rope_scaling"] = {{"rope_type", s.rope_type},

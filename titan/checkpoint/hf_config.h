@@ -17,7 +17,7 @@ inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Q
                                                           "Qwen3NextForCausalLM", "DeepseekV3ForCausalLM",
                                                           "Qwen3MoeForCausalLM", "Gemma2ForCausalLM",
                                                           "Gemma3ForCausalLM", "DeepseekV32ForCausalLM",
-                                                          "Llama4ForCausalLM"};
+                                                          "Llama4ForCausalLM", "GptOssForCausalLM"};
 
 // RoPE scaling: Llama 3.1/3.2 frequency bands (rope_type "llama3"; transformers
 // modeling_rope_utils._compute_llama3_parameters) or YaRN (rope_type "yarn", as
@@ -32,6 +32,7 @@ struct HFRopeScaling {
   double beta_slow = 1.0;         // yarn (default 1)
   double mscale = 0.0;            // yarn; 0 = absent
   double mscale_all_dim = 0.0;    // yarn; 0 = absent
+  bool truncate = true;           // yarn (default true; gpt-oss: false)
 };
 
 struct HFConfig {

@@ -164,6 +164,21 @@ JobConfig deepseek_v3_dense_debugmodel() {
   return c;
 }
 
+// debugmodel as gpt-oss: 4 layers of dim 64 alternating sliding window 16 / full
+// attention with sinks and q/k/v/o biases, YaRN RoPE, every layer 8 biased experts (2 per
+// token, softmax over the top-2 logits, clamped SwiGLU), byte tokens, from the shipped HF
+// config.json (recipes/gpt_oss_debugmodel.json).
+JobConfig gpt_oss_debugmodel() {
+  JobConfig c = debugmodel();
+  c.job.description = "debugmodel as gpt-oss (sinks, alternating sliding window, 8-expert MoE), byte tokens";
+  c.model.name = "gpt_oss";
+  c.model.hf_config = "recipes/gpt_oss_debugmodel.json";
+  c.training.steps = 30;
+  c.validation.freq = 10;
+  c.checkpoint.interval = 10;
+  return c;
+}
+
 // debugmodel as Qwen3-MoE: 4 layers of dim 64 (layer 0 dense, then 8 experts of width
 // 64, 2 per token), byte tokens, from the shipped HF config.json
 // (recipes/qwen3_moe_debugmodel.json).
@@ -275,6 +290,8 @@ struct Registry {
       {"debugmodel", "tiny smoke run: shakespeare_char data, 2-layer dim-64 GQA model, 10 steps", debugmodel},
       {"gemma2_debugmodel", "debugmodel as Gemma 2 (local/global attention, soft-caps, sandwich norms)",
        gemma2_debugmodel},
+      {"gpt_oss_debugmodel", "debugmodel as gpt-oss (sinks, alternating sliding window, 8-expert MoE)",
+       gpt_oss_debugmodel},
       {"kimi_linear_debugmodel", "debugmodel as a Kimi Linear hybrid (Kimi Delta Attention + GQA)",
        kimi_linear_debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},

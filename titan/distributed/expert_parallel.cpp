@@ -169,6 +169,9 @@ ExpertParallel::ExpertParallel(models::Decoder& model, const DeviceMesh& mesh) :
     models::MoE* moe = model.layers[l]->moe;
     if (!moe) continue;
     const int64_t E = moe->experts->w1.size(0);
+    TITAN_CHECK(moe->experts->plain_swiglu(),
+                "parallelism.expert_parallel_degree={} is not supported with expert_proj_bias or expert_act "
+                "swiglu_oai (layer {}: the sharded experts run the plain SwiGLU)", I, l);
     TITAN_CHECK(E % I == 0, "parallelism.expert_parallel_degree={} does not divide the {} routed experts of layer {}",
                 I, E, l);
     const ShardRange mine = shard_range(E, I, i);

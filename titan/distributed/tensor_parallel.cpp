@@ -231,6 +231,9 @@ void TensorParallel::check_model(const models::TransformerConfig& full, int tp, 
   TITAN_CHECK(full.pre_norms && !full.post_norms && !full.attention_sinks && full.final_logit_softcapping == 0,
               "parallelism.tensor_parallel_degree={}: post-norms, blocks without pre-norms, attention sinks and "
               "final_logit_softcapping are not supported with tensor parallelism", tp);
+  TITAN_CHECK(!full.attention_bias,
+              "parallelism.tensor_parallel_degree={}: attention_bias is not supported with tensor parallelism (the "
+              "row-parallel o_proj's bias is not sharded)", tp);
   TITAN_CHECK(!sequence_parallel || seq_len % tp == 0,
               "parallelism.enable_sequence_parallel=true: training.seq_len={} must be a multiple of "
               "parallelism.tensor_parallel_degree={} (each tp rank holds seq_len / tp rows of every sequence)",

@@ -21,6 +21,12 @@ Family make_gemma2_family();  // models/gemma2
 Family make_gemma3_family();  // models/gemma3
 Family make_deepseek_v32_family();  // models/deepseek_v32
 Family make_llama4_family();        // models/llama4
+Family make_gpt_oss_family();       // models/gpt_oss
+// gpt-oss's router and expert tensors (models/gpt_oss): false for a name they do not cover.
+bool load_gpt_oss_param(const std::string& name, Tensor p, const std::map<std::string, Tensor>& hf,
+                        const std::string& source);
+bool export_gpt_oss_params(const std::string& name, const std::map<std::string, Tensor>& params,
+                           std::map<std::string, Tensor>& out);
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
@@ -28,7 +34,8 @@ const std::vector<Family>& families() {
                                            make_kimi_k2_family(),     make_kimi_linear_family(),
                                            make_qwen3_moe_family(),   make_gemma2_family(),
                                            make_gemma3_family(),      make_deepseek_v32_family(),
-                                           make_llama4_family()};
+                                           make_llama4_family(),
+                                           make_gpt_oss_family()};
   return fams;
 }
 
@@ -144,6 +151,7 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
     c.rope_scaling.beta_slow = hf.rope_scaling->beta_slow;
     c.rope_scaling.mscale = hf.rope_scaling->mscale;
     c.rope_scaling.mscale_all_dim = hf.rope_scaling->mscale_all_dim;
+    c.rope_scaling.truncate = hf.rope_scaling->truncate;
     c.rope_scaling.factor = hf.rope_scaling->factor;
     c.rope_scaling.low_freq_factor = hf.rope_scaling->low_freq_factor;
     c.rope_scaling.high_freq_factor = hf.rope_scaling->high_freq_factor;
@@ -189,6 +197,7 @@ HFConfig config_to_hf(const TransformerConfig& c) {
     rs.beta_slow = c.rope_scaling.beta_slow;
     rs.mscale = c.rope_scaling.mscale;
     rs.mscale_all_dim = c.rope_scaling.mscale_all_dim;
+    rs.truncate = c.rope_scaling.truncate;
     rs.factor = c.rope_scaling.factor;
     rs.low_freq_factor = c.rope_scaling.low_freq_factor;
     rs.high_freq_factor = c.rope_scaling.high_freq_factor;
@@ -258,6 +267,7 @@ const std::vector<std::pair<std::string, std::string>>& layer_map() {
       {"attention.kv_b_proj.weight", "self_attn.kv_b_proj.weight"},
       {"attention.o_proj.weight", "self_attn.o_proj.weight"},
       {"attention.o_proj.bias", "self_attn.o_proj.bias"},
+      {"attention.wo.bias", "self_attn.o_proj.bias"},
       {"attention.indexer.wq_b.weight", "self_attn.indexer.wq_b.weight"},
       {"attention.indexer.wk.weight", "self_attn.indexer.wk.weight"},
       {"attention.indexer.k_norm.weight", "self_attn.indexer.k_norm.weight"},
@@ -293,12 +303,17 @@ const std::vector<std::pair<std::string, std::string>>& post_norm_map() {
   };
   return m;
 }
-// Whether the model's blocks have post-norms (parameter layers.{l}.attention_post_norm).
-bool has_post_norms(const nn::Module& model) {
+// Whether the model has a parameter whose name contains `part`.
+bool has_param(const nn::Module& model, const char* part) {
   for (auto& [name, p] : model.named_parameters())
-    if (name.find(".attention_post_norm.") != std::string::npos) return true;
+    if (name.find(part) != std::string::npos) return true;
   return false;
 }
+// Whether the model's blocks have post-norms (parameter layers.{l}.attention_post_norm).
+bool has_post_norms(const nn::Module& model) { return has_param(model, ".attention_post_norm."); }
+// Experts with biases are gpt-oss's: HF names and packs them as GptOssExperts
+// (mlp.router, mlp.experts.gate_up_proj, ...; models/gpt_oss).
+bool has_gpt_oss_experts(const nn::Module& model) { return has_param(model, ".moe.experts.b1"); }
 const std::vector<std::pair<std::string, std::string>>& top_map() {
   static const std::vector<std::pair<std::string, std::string>> m = {
       {"tok_embeddings.weight", "model.embed_tokens.weight"},
@@ -424,8 +439,9 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
   std::map<std::string, Tensor> renamed;
   if (fam && fam->hf_tensors_in) renamed = fam->hf_tensors_in(hf_in);
   const std::map<std::string, Tensor>& hf = fam && fam->hf_tensors_in ? renamed : hf_in;
-  const bool post = has_post_norms(model);
+  const bool post = has_post_norms(model), oss = has_gpt_oss_experts(model);
   for (auto& [name, p] : model.named_parameters()) {
+    if (oss && load_gpt_oss_param(name, p, hf, source)) continue;
     std::string prefix;
     int which = 0;
     if (grouped_expert(name, prefix, which)) {
@@ -450,8 +466,12 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
 
 std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
   std::map<std::string, Tensor> out;
-  const bool post = has_post_norms(model);
+  const bool post = has_post_norms(model), oss = has_gpt_oss_experts(model);
+  std::map<std::string, Tensor> params;
+  if (oss)
+    for (auto& [name, p] : model.named_parameters()) params[name] = p;
   for (auto& [name, p] : model.named_parameters()) {
+    if (oss && export_gpt_oss_params(name, params, out)) continue;
     std::string prefix;
     int which = 0;
     if (grouped_expert(name, prefix, which)) {

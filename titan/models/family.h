@@ -59,6 +59,10 @@ std::string from_hf_name(const std::string& hf_name);
 //
 // A Decoder of a family with hf_tensors_in / hf_tensors_out (Llama 4) reads and writes
 // its family's layout through them.
+// gpt-oss (experts with biases): the router is mlp.router.weight / .bias and the experts
+// are GptOssExperts' packed tensors (gate_up_proj (E, D, 2F) gate/up interleaved,
+// gate_up_proj_bias, down_proj (E, F, D), down_proj_bias); models/gpt_oss/gpt_oss.cpp.
+// Export copies these (the others share storage).
 //
 // Copies HF-named tensors into the module's parameters (converted to f32). Every
 // parameter must be present with its exact shape; HF keys with no counterpart

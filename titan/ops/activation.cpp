@@ -1,6 +1,7 @@
 // Activations: fused kernels of titan/kernels/cpu/activation.h + composed twins.
 #include "titan/ops/activation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "titan/kernels/cpu/activation.h"
@@ -92,6 +93,47 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
                 Tensor dg = Tensor::empty(gc.shape()), du = Tensor::empty(gc.shape());
                 kc::swiglu_bwd(dg.data<float>(), du.data<float>(), dc.data<float>(),
                                gc.data<float>(), uc.data<float>(), dg.numel());
+                return std::vector<Tensor>{dg, du};
+              });
+  return out;
+}
+
+Tensor swiglu_oai(const Tensor& gate, const Tensor& up, double alpha, double limit) {
+  check_dtype("swiglu_oai", "gate", gate, DType::f32);
+  check_dtype("swiglu_oai", "up", up, DType::f32);
+  TITAN_CHECK(gate.shape() == up.shape(), "swiglu_oai: gate has shape {} but up has shape {}",
+              shape_str(gate.shape()), shape_str(up.shape()));
+  TITAN_CHECK(limit > 0 && alpha > 0, "swiglu_oai: limit ({}) and alpha ({}) must be > 0", limit, alpha);
+  Tensor gc = contig(gate), uc = contig(up);
+  Tensor out = Tensor::empty(gate.shape());
+  const float a = static_cast<float>(alpha), lim = static_cast<float>(limit);
+  {
+    const float* pg = gc.data<float>();
+    const float* pu = uc.data<float>();
+    float* po = out.data<float>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
+      const float g = std::min(pg[i], lim), u = std::clamp(pu[i], -lim, lim);
+      const float s = 1.0f / (1.0f + std::exp(-a * g));
+      po[i] = (u + 1.0f) * (g * s);
+    }
+  }
+  if (needs_grad({&gate, &up}))
+    record_fn("SwigluOai", {gate, up}, {out},
+              [gc = gc.detach(), uc = uc.detach(), alpha, limit](const std::vector<Tensor>& gr) {
+                Tensor dc = contig(gr[0]);
+                Tensor dg = Tensor::empty(gc.shape()), du = Tensor::empty(gc.shape());
+                const float* pd = dc.data<float>();
+                const float* pg = gc.data<float>();
+                const float* pu = uc.data<float>();
+                float* pdg = dg.data<float>();
+                float* pdu = du.data<float>();
+                for (int64_t i = 0, n = dg.numel(); i < n; ++i) {
+                  const double g = std::min<double>(pg[i], limit), u = std::clamp<double>(pu[i], -limit, limit);
+                  const double s = 1.0 / (1.0 + std::exp(-alpha * g));
+                  const double glu = g * s, dglu = s + alpha * g * s * (1.0 - s);
+                  pdg[i] = static_cast<float>(pg[i] > limit ? 0.0 : pd[i] * (u + 1.0) * dglu);
+                  pdu[i] = static_cast<float>(std::fabs(pu[i]) > limit ? 0.0 : pd[i] * glu);
+                }
                 return std::vector<Tensor>{dg, du};
               });
   return out;

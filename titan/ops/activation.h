@@ -16,6 +16,13 @@ Tensor silu(const Tensor& x);
 Tensor gelu(const Tensor& x);
 // SwiGLU (Shazeer 2020): silu(gate) · up; gate and up of equal shape.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// gpt-oss's clamped SwiGLU (OpenAI gpt-oss reference; transformers GptOssExperts._apply_gate):
+//   g = min(gate, limit), u = clamp(up, -limit, limit),
+//   out = (u + 1) · g · sigmoid(alpha · g).
+// gate and up of equal shape, f32; limit > 0, alpha > 0 (titan::Error otherwise). The
+// gradient of a clamped input is 0 where the clamp is active (strictly beyond limit; the
+// boundary passes it, as torch.clamp), in double per element, rounded once.
+Tensor swiglu_oai(const Tensor& gate, const Tensor& up, double alpha, double limit);
 
 namespace composed {
 Tensor silu(const Tensor& x);

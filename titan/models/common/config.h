@@ -22,6 +22,7 @@ struct RopeScaling {
   double beta_slow = 1.0;       // yarn
   double mscale = 0.0;          // yarn: 0 = absent
   double mscale_all_dim = 0.0;  // yarn: 0 = absent
+  bool truncate = true;         // yarn: round the correction range out to whole dims (gpt-oss: false)
 };
 
 struct TransformerConfig {
@@ -54,7 +55,19 @@ struct TransformerConfig {
   std::vector<int64_t> mlp_only_layers;
   int64_t first_k_dense_replace = 0;
   int64_t n_shared_experts = 0;       // shared experts, each of width moe_intermediate_size
-  std::string scoring_func = "softmax";  // softmax | sigmoid (DeepSeek-V3 / Kimi K2)
+  // softmax | sigmoid (DeepSeek-V3 / Kimi K2) | softmax_topk (gpt-oss: the K largest
+  // logits, softmax over those K only; models/ffn/moe.h).
+  std::string scoring_func = "softmax";
+  bool router_bias = false;           // the router gate has a bias (gpt-oss mlp.router.bias)
+  // Routed experts' projections have biases (gpt-oss gate_up_proj_bias / down_proj_bias).
+  bool expert_proj_bias = false;
+  // The routed experts' gated activation: silu (SwiGLU: silu(gate) * up) or swiglu_oai
+  // (gpt-oss: (clamp(up, ±swiglu_limit) + 1) * g * sigmoid(swiglu_alpha * g), g = min(gate,
+  // swiglu_limit); ops/activation.h swiglu_oai). The HF gpt-oss fields swiglu_limit and
+  // swiglu_alpha; both must be > 0.
+  std::string expert_act = "silu";
+  double swiglu_limit = 7.0;
+  double swiglu_alpha = 1.702;
   int64_t n_group = 1;                // sigmoid router: expert groups for group-limited top-k
   int64_t topk_group = 1;             // groups kept per token
   double routed_scaling_factor = 1.0; // multiplies the routed experts' combined output

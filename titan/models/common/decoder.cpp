@@ -26,15 +26,17 @@ int64_t attended_keys(const TransformerConfig& c, int64_t l, int64_t seq_len) {
   return keys;
 }
 
-// Feed-forward parameters of layer l: dense SwiGLU 3·D·F; MoE: the router gate E·D,
-// the routed experts (all E, or the K a token uses when `active`) and the shared experts,
+// Feed-forward parameters of layer l: dense SwiGLU 3·D·F; MoE: the router gate E·D
+// (+ E with router_bias), the routed experts (all E, or the K a token uses when
+// `active`; 3·D·F each, + 2·F + D with expert_proj_bias) and the shared experts,
 // 3·D·moe_intermediate_size each.
 int64_t ffn_params(const TransformerConfig& c, int64_t l, bool active) {
-  const int64_t D = c.hidden_size;
+  const int64_t D = c.hidden_size, F = c.moe_intermediate_size;
   if (!c.is_moe_layer(l)) return 3 * D * c.intermediate_size;
-  const int64_t expert = 3 * D * c.moe_intermediate_size;
+  const int64_t expert = 3 * D * F;
   const int64_t routed = active ? c.num_experts_per_tok : c.num_experts;
-  return c.num_experts * D + (routed + c.n_shared_experts) * expert;
+  return c.num_experts * D + (c.router_bias ? c.num_experts : 0) + (routed + c.n_shared_experts) * expert +
+         (c.expert_proj_bias ? routed * (2 * F + D) : 0);
 }
 }  // namespace
 
@@ -92,8 +94,16 @@ void TransformerConfig::validate() const {
     TITAN_CHECK(num_experts_per_tok <= num_experts,
                 "model config: num_experts_per_tok ({}) must be <= num_experts ({})", num_experts_per_tok,
                 num_experts);
-    TITAN_CHECK(scoring_func == "softmax" || scoring_func == "sigmoid",
-                "model config: scoring_func must be softmax or sigmoid, got '{}'", scoring_func);
+    TITAN_CHECK(scoring_func == "softmax" || scoring_func == "sigmoid" || scoring_func == "softmax_topk",
+                "model config: scoring_func must be softmax, sigmoid or softmax_topk, got '{}'", scoring_func);
+    TITAN_CHECK(expert_act == "silu" || expert_act == "swiglu_oai",
+                "model config: expert_act '{}' is not supported (silu, swiglu_oai)", expert_act);
+    if (expert_act == "swiglu_oai") {
+      TITAN_CHECK(swiglu_limit > 0 && std::isfinite(swiglu_limit), "model config: swiglu_limit must be > 0, got {}",
+                  swiglu_limit);
+      TITAN_CHECK(swiglu_alpha > 0 && std::isfinite(swiglu_alpha), "model config: swiglu_alpha must be > 0, got {}",
+                  swiglu_alpha);
+    }
     pos("n_group", n_group);
     pos("topk_group", topk_group);
     TITAN_CHECK(num_experts % n_group == 0, "model config: n_routed_experts ({}) must be divisible by n_group ({})",
@@ -215,7 +225,7 @@ void TransformerConfig::validate() const {
 int64_t TransformerConfig::num_params() const {
   const int64_t D = hidden_size, L = num_hidden_layers;
   int64_t attn = D * num_attention_heads * head_dim * 2 + D * num_key_value_heads * head_dim * 2;
-  if (attention_bias) attn += (num_attention_heads + 2 * num_key_value_heads) * head_dim;
+  if (attention_bias) attn += (num_attention_heads + 2 * num_key_value_heads) * head_dim + D;
   if (qk_norm) attn += 2 * head_dim;
   if (attn_output_gate) attn += D * num_attention_heads * head_dim;
   if (attention_sinks) attn += num_attention_heads;

@@ -38,8 +38,9 @@ RopeCache yarn_rope_tables(int64_t P, int64_t R, double theta, const RopeScaling
   auto correction_dim = [&](double rot) {
     return dim * std::log(omax / (rot * 2.0 * std::numbers::pi)) / (2.0 * std::log(theta));
   };
-  const double low = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
-  double high = std::min(std::ceil(correction_dim(s.beta_slow)), dim - 1.0);
+  const double lo = correction_dim(s.beta_fast), hi = correction_dim(s.beta_slow);
+  const double low = std::max(s.truncate ? std::floor(lo) : lo, 0.0);
+  double high = std::min(s.truncate ? std::ceil(hi) : hi, dim - 1.0);
   if (low == high) high += 0.001;
   const int64_t h = R / 2;
   std::vector<double> inv(static_cast<size_t>(h));

@@ -25,7 +25,7 @@ double yarn_softmax_scale_factor(const RopeScaling& s);
 // double and rounded once. inv_freq blends the interpolated (theta^(2i/R) · factor)⁻¹ and
 // extrapolated theta^(−2i/R) frequencies with a linear ramp over the dims between the
 // correction range floor(dim(beta_fast)) .. ceil(dim(beta_slow)) of
-// original_max_position_embeddings. Throws titan::Error naming the field for factor <= 0,
+// original_max_position_embeddings (not rounded when s.truncate is false, as gpt-oss). Throws titan::Error naming the field for factor <= 0,
 // beta_fast < beta_slow or a non-positive original_max_position_embeddings.
 RopeCache yarn_rope_tables(int64_t P, int64_t R, double theta, const RopeScaling& s);
 

@@ -96,9 +96,10 @@ Tensor attach_aux_grad(const Tensor& y, const Tensor& logits, Tensor dlogits) {
 
 Router::Router(const TransformerConfig& c, int layer_id)
     : E_(c.num_experts), K_(c.num_experts_per_tok), n_group_(c.n_group), topk_group_(c.topk_group),
-      sigmoid_(c.scoring_func == "sigmoid"), norm_topk_prob_(c.norm_topk_prob),
+      sigmoid_(c.scoring_func == "sigmoid"), topk_softmax_(c.scoring_func == "softmax_topk"),
+      norm_topk_prob_(c.norm_topk_prob),
       routed_scaling_factor_(c.routed_scaling_factor), layer_id_(layer_id) {
-  gate = register_module("gate", std::make_unique<Linear>(c.hidden_size, c.num_experts, false));
+  gate = register_module("gate", std::make_unique<Linear>(c.hidden_size, c.num_experts, c.router_bias));
 }
 
 void Router::init_weights(const nn::InitContext& ctx) { gate->init(ctx, nn::InitRole::in_proj, layer_id_); }
@@ -148,8 +149,11 @@ RouterOutput Router::forward(const Tensor& x, const Tensor& bias) const {
     }
   });
   std::vector<int64_t> idx(r.experts.begin(), r.experts.end());
-  Tensor w = gather(r.scores, 1, Tensor::from_vector(idx, {T, K}));
-  if (norm_topk_prob_) {
+  // softmax_topk: the K largest logits are the K largest softmax scores (ties to the
+  // lower index either way); the weights are the softmax over those K logits.
+  Tensor w = topk_softmax_ ? softmax(gather(r.logits, 1, Tensor::from_vector(idx, {T, K})), -1)
+                           : gather(r.scores, 1, Tensor::from_vector(idx, {T, K}));
+  if (norm_topk_prob_ && !topk_softmax_) {
     Tensor den = sum(w, 1, /*keepdim=*/true);
     if (sigmoid_) den = add(den, 1e-20);
     w = div(w, den.expand({T, K}));
@@ -159,11 +163,28 @@ RouterOutput Router::forward(const Tensor& x, const Tensor& bias) const {
   return r;
 }
 
-GroupedExperts::GroupedExperts(int64_t E, int64_t dim, int64_t hidden, int layer_id) : layer_id_(layer_id) {
+GroupedExperts::GroupedExperts(const TransformerConfig& c, int layer_id)
+    : oai_(c.expert_act == "swiglu_oai"), alpha_(c.swiglu_alpha), limit_(c.swiglu_limit), layer_id_(layer_id) {
+  const int64_t E = c.num_experts, dim = c.hidden_size, hidden = c.moe_intermediate_size;
   w1 = register_parameter("w1", Tensor::zeros({E, hidden, dim}));
   w2 = register_parameter("w2", Tensor::zeros({E, dim, hidden}));
   w3 = register_parameter("w3", Tensor::zeros({E, hidden, dim}));
+  if (c.expert_proj_bias) {
+    b1 = register_parameter("b1", Tensor::zeros({E, hidden}));
+    b2 = register_parameter("b2", Tensor::zeros({E, dim}));
+    b3 = register_parameter("b3", Tensor::zeros({E, hidden}));
+  }
 }
+
+namespace {
+// y (N, n) + b[g] on the rows of group g (offsets G + 1): b (G, n) gathered per row.
+Tensor add_group_bias(const Tensor& y, const Tensor& b, const std::vector<int64_t>& off) {
+  std::vector<int64_t> group(static_cast<size_t>(y.size(0)));
+  for (size_t g = 0; g + 1 < off.size(); ++g)
+    for (int64_t r = off[g]; r < off[g + 1]; ++r) group[static_cast<size_t>(r)] = static_cast<int64_t>(g);
+  return add(y, index_select(b, 0, Tensor::from_vector(group, {y.size(0)})));
+}
+}  // namespace
 
 Tensor swiglu_experts(const Tensor& xs, const Tensor& w1, const Tensor& w2, const Tensor& w3,
                       const std::vector<int64_t>& off) {
@@ -171,13 +192,22 @@ Tensor swiglu_experts(const Tensor& xs, const Tensor& w1, const Tensor& w2, cons
 }
 
 Tensor GroupedExperts::forward(const Tensor& xs, const std::vector<int64_t>& off) const {
-  return swiglu_experts(xs, w1, w2, w3, off);
+  if (!oai_ && !b1.defined()) return swiglu_experts(xs, w1, w2, w3, off);
+  Tensor g = grouped_linear(xs, w1, off), u = grouped_linear(xs, w3, off);
+  if (b1.defined()) {
+    g = add_group_bias(g, b1, off);
+    u = add_group_bias(u, b3, off);
+  }
+  Tensor y = grouped_linear(oai_ ? swiglu_oai(g, u, alpha_, limit_) : swiglu(g, u), w2, off);
+  return b2.defined() ? add_group_bias(y, b2, off) : y;
 }
 
 void GroupedExperts::init_weights(const nn::InitContext& ctx) {
   ctx.init(w1, nn::InitRole::in_proj, layer_id_);
   ctx.init(w2, nn::InitRole::out_proj, layer_id_);
   ctx.init(w3, nn::InitRole::up_proj, layer_id_);
+  for (Tensor* b : {&b1, &b2, &b3})
+    if (b->defined()) nn::InitContext::constant(*b, 0.0);
 }
 
 MoE::MoE(const TransformerConfig& c, int layer_id)
@@ -196,8 +226,7 @@ MoE::MoE(const TransformerConfig& c, int layer_id)
                 "model config: num_experts_per_tok ({}) exceeds the experts of topk_group ({}) groups of {}",
                 c.num_experts_per_tok, c.topk_group, c.num_experts / c.n_group);
   router = register_module("router", std::make_unique<Router>(c, layer_id));
-  experts = register_module("experts", std::make_unique<GroupedExperts>(c.num_experts, c.hidden_size,
-                                                                         c.moe_intermediate_size, layer_id));
+  experts = register_module("experts", std::make_unique<GroupedExperts>(c, layer_id));
   if (c.n_shared_experts > 0)
     shared_experts = register_module(
         "shared_experts",

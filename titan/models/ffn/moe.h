@@ -3,7 +3,7 @@
 // expert (dropless: no capacity limit, ops/grouped_matmul.h), and each token's K
 // outputs are combined in ascending expert index, plus optional shared experts.
 //
-// Parameter names (TorchTitan): moe.router.gate.weight (E, D); moe.experts.w1 (E, F, D),
+// Parameter names (TorchTitan): moe.router.gate.weight (E, D) (+ .bias (E) with router_bias); moe.experts.w1 (E, F, D),
 // moe.experts.w2 (E, D, F), moe.experts.w3 (E, F, D) (F = moe_intermediate_size; the
 // expert is w2(silu(w1 x) * w3 x)); moe.shared_experts.w1/w2/w3.weight (a SwiGLU of
 // width n_shared_experts * F); buffer moe.expert_bias (E) with the sigmoid router
@@ -12,6 +12,8 @@
 // Routers (fp32, logits = gate(x) through the batch-invariant GEMM):
 //   softmax (Qwen3-MoE, transformers Qwen3MoeTopKRouter): p = softmax(logits); the K
 //     largest p; weights = those p, divided by their sum when norm_topk_prob.
+//   softmax_topk (gpt-oss, transformers GptOssTopKRouter): the K largest logits (gate
+//     with bias), weights = softmax over those K logits (norm_topk_prob has no effect).
 //   sigmoid (DeepSeek-V3 / Kimi K2 "noaux_tc", transformers DeepseekV3TopkRouter):
 //     s = sigmoid(logits), c = s + expert_bias; the E experts form n_group groups of
 //     E / n_group; a group scores the sum of its two largest c; the topk_group best
@@ -73,7 +75,7 @@ class Router : public nn::Module {
 
  private:
   int64_t E_, K_, n_group_, topk_group_;
-  bool sigmoid_, norm_topk_prob_;
+  bool sigmoid_, topk_softmax_, norm_topk_prob_;
   double routed_scaling_factor_;
   int layer_id_;
 };
@@ -95,18 +97,27 @@ class ExpertCompute {
   virtual Tensor forward(const Tensor& xs, const std::vector<int64_t>& offsets) = 0;
 };
 
-// The routed experts' weights, stacked: w1 (E, F, D), w2 (E, D, F), w3 (E, F, D).
+// The routed experts' weights, stacked: w1 (E, F, D), w2 (E, D, F), w3 (E, F, D)
+// (E = num_experts, D = hidden_size, F = moe_intermediate_size); with expert_proj_bias
+// also b1 (E, F), b2 (E, D), b3 (E, F).
 class GroupedExperts : public nn::Module {
  public:
-  GroupedExperts(int64_t num_experts, int64_t dim, int64_t hidden, int layer_id);
-  // xs (N, D) rows sorted by expert, offsets E + 1 row offsets -> (N, D):
-  // w2_e(silu(w1_e x) * w3_e x) for each row of expert e (grouped_linear).
+  GroupedExperts(const TransformerConfig& cfg, int layer_id);
+  // xs (N, D) rows sorted by expert, offsets E + 1 row offsets -> (N, D), for each row
+  // of expert e: w2_e act(w1_e x + b1_e, w3_e x + b3_e) + b2_e (grouped_linear; no b
+  // without expert_proj_bias), act = swiglu or, with expert_act swiglu_oai, swiglu_oai
+  // (ops/activation.h).
   Tensor forward(const Tensor& xs, const std::vector<int64_t>& offsets) const;
-  // w1 in_proj, w2 out_proj, w3 up_proj (nn::InitRole), as the dense SwiGLU.
+  // w1 in_proj, w2 out_proj, w3 up_proj (nn::InitRole), as the dense SwiGLU; biases 0.
   void init_weights(const nn::InitContext& ctx) override;
   Tensor w1, w2, w3;
+  Tensor b1, b2, b3;  // undefined without expert_proj_bias
+  // Whether forward is swiglu_experts (no biases, expert_act silu).
+  bool plain_swiglu() const { return !oai_ && !b1.defined(); }
 
  private:
+  bool oai_;
+  double alpha_, limit_;
   int layer_id_;
 };
 

@@ -51,7 +51,7 @@ Attention::Attention(const TransformerConfig& cfg, const LayerSpec& spec, int la
   wq = register_module("wq", std::make_unique<Linear>(D, H_ * Dh_ * (gate_ ? 2 : 1), cfg.attention_bias));
   wk = register_module("wk", std::make_unique<Linear>(D, Hkv_ * Dh_, cfg.attention_bias));
   wv = register_module("wv", std::make_unique<Linear>(D, Hkv_ * Dh_, cfg.attention_bias));
-  wo = register_module("wo", std::make_unique<Linear>(H_ * Dh_, D, false));
+  wo = register_module("wo", std::make_unique<Linear>(H_ * Dh_, D, cfg.attention_bias));
   if (cfg.qk_norm) {
     q_norm = register_module("q_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps, cfg.norm_unit_offset));
     k_norm = register_module("k_norm", std::make_unique<RMSNorm>(Dh_, cfg.rms_norm_eps, cfg.norm_unit_offset));
