@@ -488,7 +488,7 @@ TEST(DeepseekV32, RecipeLossFallsAndGenerates) {
 }
 
 // The indexer loss in training: deepseek_v32_debugmodel with indexer_loss_coeff 1 (dense
-// warm-up stage) lowers the indexer_loss metric over 30 steps; an explicit coeff 0 gives
+// warm-up stage) ends 30 steps with a lower indexer_loss than an untrained indexer; an explicit coeff 0 gives
 // the bits of the recipe's run (losses and gradient norms of 10 steps).
 TEST(DeepseekV32, IndexerLossFallsInTrainingAndCoeff0IsTheOldRun) {
   char tmpl[] = "/tmp/titan_dsv32_ilt_XXXXXX";
@@ -525,19 +525,29 @@ TEST(DeepseekV32, IndexerLossFallsInTrainingAndCoeff0IsTheOldRun) {
     EXPECT_EQ(zero[i].at("grad_norm").get<double>(), old_run[i].at("grad_norm").get<double>()) << "step " << i + 1;
     EXPECT_FALSE(zero[i].contains("indexer_loss"));
   }
-  const auto on = train("on", "--model.hf_config='" + write_config("c1.json", 1.0) + "'");
+  // The main model trains too, so its attention sharpens and the KL target moves: the
+  // comparison is against the same run with coeff 1e-12 (gradients far below AdamW's eps:
+  // the indexer stays as initialised, the rest trains as with coeff 1).
+  auto indexer_losses = [&](const std::string& run, double coeff) {
+    const auto rows = train(run, "--model.hf_config='" + write_config(run + ".json", coeff) + "'");
+    std::vector<double> il;
+    for (const auto& r : rows) {
+      EXPECT_TRUE(r.contains("indexer_loss")) << r.dump();
+      il.push_back(r.value("indexer_loss", 0.0));
+    }
+    return std::pair{il, rows};
+  };
+  const auto [on, on_rows] = indexer_losses("on", 1.0);
+  const auto [off, off_rows] = indexer_losses("off", 1e-12);
   ASSERT_EQ(on.size(), 30u);
-  std::vector<double> il;
-  for (const auto& r : on) {
-    ASSERT_TRUE(r.contains("indexer_loss")) << r.dump();
-    il.push_back(r.at("indexer_loss").get<double>());
-  }
-  const double first = (il[0] + il[1] + il[2]) / 3, last = (il[27] + il[28] + il[29]) / 3;
-  std::printf("deepseek_v32_debugmodel, indexer_loss_coeff 1 (dense): indexer_loss %.4f -> %.4f (mean of the first "
-              "/ last 3 of 30 steps); LM loss %.4f -> %.4f\n", first, last, on.front().at("loss").get<double>(),
-              on.back().at("loss").get<double>());
-  EXPECT_LT(last, 0.7 * first);
-  EXPECT_LT(on.back().at("loss").get<double>(), on.front().at("loss").get<double>() - 1.0) << "the LM still trains";
+  ASSERT_EQ(off.size(), 30u);
+  auto last3 = [](const std::vector<double>& v) { return (v[27] + v[28] + v[29]) / 3; };
+  std::printf("deepseek_v32_debugmodel, indexer_loss (dense stage, mean of steps 28-30): coeff 1 %.5f, coeff 1e-12 "
+              "%.5f (step 1: %.5f); LM loss %.4f -> %.4f\n", last3(on), last3(off), on[0],
+              on_rows.front().at("loss").get<double>(), on_rows.back().at("loss").get<double>());
+  EXPECT_LT(last3(on), 0.8 * last3(off));  // measured: 0.71x
+  EXPECT_LT(on_rows.back().at("loss").get<double>(), on_rows.front().at("loss").get<double>() - 1.0)
+      << "the LM still trains";
   fs::remove_all(dir);
 }
 
