@@ -18,6 +18,15 @@ the PyPI venv's python (transformers 5.x, torch 2.13 CPU).
                                  f32 written by the caller) for every parameter, HF names
                                  (zeros where transformers gives none: the indexer)
   deepseek_v32_ref.py logits DIR      the logits of the model saved in DIR (an export)
+  deepseek_v32_ref.py indexer DIR STAGE
+        the model saved in DIR in float64: the DSA indexer loss of DeepSeek-V3.2-Exp §2.1
+        on DIR/tokens.json's sequences (each run alone), written from the paper: per layer
+        and query t, p_t = the main attention's softmax summed over heads / H, r_t =
+        softmax of the indexer scores I[t, :], KL(p_t || r_t), over every causal key
+        (STAGE dense, the warm-up) or over the keys the indexer selected (sparse); the
+        value L = sum over layers of (1/T) sum_t KL_t (T = all tokens), with p detached.
+          DIR/indexer_loss.json        {"loss": L}
+          DIR/indexer_grads.safetensors  dL/dθ of the indexers' parameters, HF names
   deepseek_v32_ref.py count           total / active parameter counts of the published
                                       DeepSeek-V3.2-Exp config on the meta device
 """
@@ -95,6 +104,78 @@ def run(model, d, grads):
     json.dump(selection, open(os.path.join(d, "selection.json"), "w"))
 
 
+def indexer_loss(d, stage):
+    import transformers.models.deepseek_v32.modeling_deepseek_v32 as mdl
+    # The forward runs in fp32 (transformers' grouped expert GEMM takes no float64) and
+    # records each layer's inputs; the loss is then computed in float64 from them.
+    model = DeepseekV32ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+    seqs = json.load(open(os.path.join(d, "tokens.json")))
+    T = sum(len(s) for s in seqs)
+    captured = {}  # layer -> {"q", "k", "scaling", "x", "q_resid", "pe", "topk"}
+    orig = mdl.eager_attention_forward
+
+    def attn(module, query, key, value, attention_mask, scaling, **kw):
+        captured[module.layer_idx].update(q=query.detach().double(), k=key.detach().double(), scaling=scaling)
+        return orig(module, query, key, value, attention_mask, scaling=scaling, **kw)
+
+    hs = []
+    for i, layer in enumerate(model.model.layers):
+        def ihook(mod, args, kwargs, out, i=i):
+            a = list(args) + [kwargs.get(n) for n in ("hidden_states", "q_resid", "position_embeddings")
+                              if n in kwargs]
+            captured[i] = {"x": a[0].detach().double(), "q_resid": a[1].detach().double(),
+                           "pe": tuple(t.double() for t in a[2]), "topk": out[0].long()}
+        hs.append(layer.self_attn.indexer.register_forward_hook(ihook, with_kwargs=True))
+    mdl.eager_attention_forward = attn
+    model.zero_grad()
+    total = torch.zeros((), dtype=torch.float64)
+    runs = []
+    try:
+        for s in seqs:
+            captured.clear()
+            with torch.no_grad():
+                model(torch.tensor([s]))
+            runs.append(dict(captured))
+    finally:
+        mdl.eager_attention_forward = orig
+        for h in hs:
+            h.remove()
+    for layer in model.model.layers:
+        layer.self_attn.indexer.double()
+    for s, captured in zip(seqs, runs):
+            n = len(s)
+            causal = torch.ones(n, n, dtype=torch.bool).tril()
+            for i, layer in enumerate(model.model.layers):
+                c, ix = captured[i], layer.self_attn.indexer
+                # the main attention's distribution (a constant target)
+                z = torch.matmul(c["q"][0], c["k"][0].transpose(-1, -2)) * c["scaling"]  # (H, n, n)
+                allowed = causal.clone()
+                if stage == "sparse":
+                    sel = torch.zeros(n, n, dtype=torch.bool).scatter(-1, c["topk"], True)
+                    allowed &= sel
+                z = z.masked_fill(~allowed, float("-inf"))
+                p = torch.softmax(z, dim=-1).sum(0) / z.shape[0]  # (n, n)
+                # the indexer's scores with autograd (its forward, without no_grad)
+                cos, sin = c["pe"]
+                q = ix.wq_b(c["q_resid"]).view(1, n, ix.n_heads, ix.head_dim)
+                q_rot, q_pass = torch.split(q, [ix.qk_rope_head_dim, ix.head_dim - ix.qk_rope_head_dim], dim=-1)
+                k = ix.k_norm(ix.wk(c["x"])).unsqueeze(2)
+                k_rot, k_pass = torch.split(k, [ix.qk_rope_head_dim, ix.head_dim - ix.qk_rope_head_dim], dim=-1)
+                q_rot, k_rot = mdl.apply_rotary_pos_emb(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
+                q = torch.cat([q_rot, q_pass], dim=-1)[0]  # (n, Hi, D)
+                k = torch.cat([k_rot, k_pass], dim=-1)[0, :, 0]  # (n, D)
+                sc = torch.relu(torch.einsum("thd,sd->ths", q, k) * ix.softmax_scale)
+                w = ix.weights_proj(c["x"])[0] * ix.n_heads ** -0.5  # (n, Hi)
+                I = torch.einsum("th,ths->ts", w, sc).masked_fill(~allowed, float("-inf"))
+                logr = torch.log_softmax(I, dim=-1)
+                kl = torch.where(p > 0, p * (torch.log(p.clamp_min(1e-300)) - logr), torch.zeros_like(p)).sum()
+                total = total + kl / T
+    total.backward()
+    grads = {n: p.grad.float().contiguous() for n, p in model.named_parameters() if ".indexer." in n}
+    save_file(grads, os.path.join(d, "indexer_grads.safetensors"))
+    json.dump({"loss": total.item()}, open(os.path.join(d, "indexer_loss.json"), "w"))
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "make":
@@ -115,6 +196,8 @@ def main():
         d = sys.argv[2]
         model = DeepseekV32ForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
         run(model, d, grads=False)
+    elif cmd == "indexer":
+        indexer_loss(sys.argv[2], sys.argv[3])
     elif cmd == "count":
         cfg = DeepseekV32Config()  # transformers' defaults are deepseek-ai/DeepSeek-V3.2-Exp's config.json
         with torch.device("meta"):

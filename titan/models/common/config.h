@@ -145,12 +145,15 @@ struct TransformerConfig {
   // ---- DeepSeek sparse attention (DeepSeek-V3.2; models/mixers/dsa.h). index_topk > 0
   // (with MLA and q_lora_rank > 0) makes every MLA layer a DSA layer: a lightning indexer
   // of index_n_heads heads of index_head_dim picks, per query, the index_topk keys the
-  // attention visits. indexer_loss_coeff: weight of the indexer's KL warm-up loss (a titan
-  // field of config.json, not HF's; 0 = off, anything else refused by validate()).
+  // attention visits. indexer_loss_coeff (>= 0; 0 = off): weight of the indexer's KL loss
+  // in training (DeepSeek-V3.2-Exp §2.1); indexer_loss_stage: "dense" (the warm-up stage:
+  // KL against the main attention over every causal key) or "sparse" (over the selected
+  // keys only). Both are titan fields of config.json (DeepseekV32Config has none).
   int64_t index_topk = 0;
   int64_t index_n_heads = 0;
   int64_t index_head_dim = 0;
   double indexer_loss_coeff = 0.0;
+  std::string indexer_loss_stage = "dense";
 
   bool is_moe() const { return num_experts > 0; }
   bool is_mla() const { return kv_lora_rank > 0; }

@@ -5,6 +5,7 @@
 
 #include "titan/autograd/checkpoint.h"
 #include "titan/models/ffn/moe.h"
+#include "titan/models/mixers/dsa.h"
 #include "titan/nn/hooks.h"
 #include "titan/autograd/node.h"
 #include "titan/ops/elementwise.h"
@@ -209,9 +210,13 @@ void TransformerConfig::validate() const {
                 "model config: index_head_dim ({}) must be in [qk_rope_head_dim = {}, 1024] (the indexer rotates its "
                 "first qk_rope_head_dim dims)", index_head_dim, qk_rope_head_dim);
   }
-  TITAN_CHECK(indexer_loss_coeff == 0.0,
-              "model config: indexer_loss_coeff = {} is not supported: the DSA indexer's KL warm-up loss is not "
-              "implemented (the indexer trains on no loss; use 0)", indexer_loss_coeff);
+  TITAN_CHECK(indexer_loss_coeff >= 0.0 && std::isfinite(indexer_loss_coeff),
+              "model config: indexer_loss_coeff must be a finite number >= 0 (0 = off), got {}", indexer_loss_coeff);
+  TITAN_CHECK(indexer_loss_coeff == 0.0 || is_dsa(),
+              "model config: indexer_loss_coeff = {} needs DeepSeek sparse attention (index_topk > 0)",
+              indexer_loss_coeff);
+  TITAN_CHECK(indexer_loss_stage == "dense" || indexer_loss_stage == "sparse",
+              "model config: indexer_loss_stage '{}' is not supported (dense, sparse)", indexer_loss_stage);
   if (rope_scaling.factor > 0)
     TITAN_CHECK(rope_scaling.rope_type == "llama3" || rope_scaling.rope_type == "yarn",
                 "model config: rope_scaling.rope_type '{}' is not supported (llama3, yarn)", rope_scaling.rope_type);
@@ -458,6 +463,16 @@ void Decoder::update_expert_bias(const std::function<void(std::vector<int64_t>&)
 
 std::map<std::string, double> Decoder::take_moe_metrics() {
   std::map<std::string, double> m;
+  double indexer_loss = 0;
+  int64_t indexer_layers = 0;
+  for (TransformerBlock* b : layers)
+    if (auto* dsa = dynamic_cast<DeepSeekSparseAttention*>(b->mla)) {
+      const IndexerLossStats s = dsa->take_indexer_loss_stats();
+      if (s.forwards == 0) continue;
+      indexer_loss += s.loss_sum / static_cast<double>(s.forwards);
+      ++indexer_layers;
+    }
+  if (indexer_layers > 0) m["indexer_loss"] = indexer_loss;
   double max_load = 0, ent = 0, aux = 0;
   int64_t tokens = 0, moe_layers = 0, aux_layers = 0;
   for (TransformerBlock* b : layers) {

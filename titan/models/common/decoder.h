@@ -85,7 +85,10 @@ class Decoder : public nn::Module {
   // moe_max_load: the largest max_e(load_e) / mean_e(load_e) over the layers;
   // moe_router_entropy: router entropy (nats) averaged over layers and tokens;
   // moe_aux_loss: the layers' sequence aux losses, averaged over the forwards, summed
-  // over layers (present when router_aux_loss_coef > 0).
+  // over layers (present when router_aux_loss_coef > 0). DSA layers with
+  // indexer_loss_coeff > 0: indexer_loss, the layers' indexer KL losses (each the token
+  // mean of KL_t, averaged over the training forwards, without the coefficient) summed
+  // over layers.
   std::map<std::string, double> take_moe_metrics();
 
   const TransformerConfig& config() const { return cfg_; }

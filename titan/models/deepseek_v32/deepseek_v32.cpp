@@ -23,11 +23,17 @@ void read_deepseek_v32_fields(const HFConfig& hf, TransformerConfig& c) {
   c.index_topk = i64("index_topk", 2048);
   c.index_n_heads = i64("index_n_heads", 64);
   c.index_head_dim = i64("index_head_dim", 128);
-  // Not an HF field: the weight of the indexer's KL warm-up loss (validate() refuses != 0).
+  // Not HF fields: the weight and stage of the indexer's KL loss (TransformerConfig).
   if (x.contains("indexer_loss_coeff")) {
     TITAN_CHECK(x.at("indexer_loss_coeff").is_number(), "{}: field 'indexer_loss_coeff' must be a number, got {}",
                 where, x.at("indexer_loss_coeff").dump());
     c.indexer_loss_coeff = x.at("indexer_loss_coeff").get<double>();
+  }
+  if (x.contains("indexer_loss_stage")) {
+    TITAN_CHECK(x.at("indexer_loss_stage").is_string(),
+                "{}: field 'indexer_loss_stage' must be \"dense\" or \"sparse\", got {}", where,
+                x.at("indexer_loss_stage").dump());
+    c.indexer_loss_stage = x.at("indexer_loss_stage").get<std::string>();
   }
   TITAN_CHECK(x.contains("q_lora_rank") && !x.at("q_lora_rank").is_null(),
               "{}: field 'q_lora_rank' must be an integer (DeepSeek-V3.2's indexer reads the q latent), got {}", where,
@@ -65,6 +71,7 @@ void write_deepseek_v32_fields(const TransformerConfig& c, HFConfig& h) {
   x["index_n_heads"] = c.index_n_heads;
   x["index_head_dim"] = c.index_head_dim;
   if (c.indexer_loss_coeff != 0.0) x["indexer_loss_coeff"] = c.indexer_loss_coeff;
+  if (c.indexer_loss_stage != "dense") x["indexer_loss_stage"] = c.indexer_loss_stage;
 }
 
 }  // namespace

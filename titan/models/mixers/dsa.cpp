@@ -6,10 +6,12 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "titan/autograd/function.h"
 #include "titan/autograd/node.h"
 #include "titan/core/thread_pool.h"
+#include "titan/models/mixers/dsa_indexer_loss.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/join.h"
 #include "titan/ops/norm.h"
@@ -231,14 +233,28 @@ DeepSeekSparseAttention::DeepSeekSparseAttention(const TransformerConfig& cfg, i
   TITAN_CHECK(cfg.is_dsa() && cfg.q_lora_rank > 0,
               "DeepSeekSparseAttention (layer {}): needs index_topk > 0 and q_lora_rank > 0", layer_id);
   indexer = register_module("indexer", std::make_unique<LightningIndexer>(cfg, layer_id, std::move(rope)));
+  indexer_loss_coeff_ = cfg.indexer_loss_coeff;
+  indexer_loss_sparse_ = cfg.indexer_loss_stage == "sparse";
+}
+
+IndexerLossStats DeepSeekSparseAttention::take_indexer_loss_stats() {
+  const IndexerLossStats s = indexer_stats_;
+  indexer_stats_ = {};
+  return s;
 }
 
 Tensor DeepSeekSparseAttention::forward(const Tensor& x, const ForwardBatch& batch, LayerCache* cache) const {
   const int64_t T = x.size(0);
   const Projected p = project(x, batch);
+  // The indexer loss: trainer path with autograd recording and indexer_loss_coeff > 0.
+  const bool kl_loss = indexer_loss_coeff_ > 0 && !batch.is_paged() && autograd::GradMode::enabled() &&
+                       x.requires_grad();
   Tensor qi, ki, wi;
   {
-    autograd::NoGradGuard ng;  // the indexer gets no gradient from the attention (see dsa.h)
+    // The indexer's inputs are detached: no gradient reaches the rest of the model through
+    // it; its own parameters record only for the indexer loss (see dsa.h).
+    std::optional<autograd::NoGradGuard> ng;
+    if (!kl_loss) ng.emplace();
     qi = indexer->queries(p.q_resid.detach(), batch.positions).contiguous();
     ki = indexer->keys(x.detach(), batch.positions).contiguous();
     wi = indexer->head_weights(x.detach());
@@ -273,6 +289,21 @@ Tensor DeepSeekSparseAttention::forward(const Tensor& x, const ForwardBatch& bat
       }
     });
     out = dsa_sparse_attention(q, k, v, sel, count, scale_);
+    if (kl_loss) {
+      // coeff · (1/T) Σ_t KL_t; its gradient enters through qi, ki, wi (the main
+      // attention's q and k are the target's, detached).
+      const IndexerKL kl = dsa_indexer_kl(q.detach(), k.detach(), scale_, qi.detach(), ki.detach(), wi.detach(),
+                                          indexer->softmax_scale, start_of, indexer_loss_sparse_, sel, count,
+                                          indexer_loss_coeff_ / static_cast<double>(T));
+      indexer_stats_.loss_sum += kl.kl_sum / static_cast<double>(T);
+      indexer_stats_.forwards += 1;
+      Tensor attached = out.detach().clone();
+      autograd::record_fn("DsaIndexerLoss", {out, qi, ki, wi}, {attached},
+                          [kl](const std::vector<Tensor>& g) {
+                            return std::vector<Tensor>{g[0], kl.dqi, kl.dki, kl.dwi};
+                          });
+      out = attached;
+    }
   } else {
     TITAN_CHECK(!autograd::GradMode::enabled() || !x.requires_grad(),
                 "DeepSeekSparseAttention: the paged-cache path runs without autograd (use NoGradGuard)");

@@ -15,10 +15,19 @@
 // position (all of them when there are at most index_topk). The attention is MLA's
 // (latent expanded through kv_b_proj, the same softmax scale) over the selected keys only.
 //
-// Gradients follow the reference: the selection is discrete and the indexer runs without
-// autograd, so the LM loss trains the attention and nothing of the indexer (its
-// parameters get no gradient). The indexer's KL warm-up loss (indexer_loss_coeff) is
-// refused by TransformerConfig::validate.
+// Gradients follow the reference: the selection is discrete and the indexer reads its
+// inputs detached, so the LM loss trains the attention and nothing of the indexer (its
+// parameters get no gradient from it). With indexer_loss_coeff > 0 the trainer path adds
+// the paper's indexer loss (§2.1; models/mixers/dsa_indexer_loss.h) with weight
+// indexer_loss_coeff, per forward coeff · (1/T) Σ_t KL_t over its T query tokens, the
+// target (the main attention's distribution) detached, so its gradient reaches only the
+// indexer's parameters; indexer_loss_stage picks the paper's stage: "dense" (warm-up: KL
+// over every causal key) or "sparse" (over the selected keys only). The forward's value
+// is unchanged (the model still attends sparsely in both stages; the paper's dense
+// warm-up also runs the main attention densely, which equals this when index_topk >= the
+// sequence). With gradient accumulation each microbatch's term adds, as the MoE
+// sequence aux loss does. The loss value (without the coefficient) is kept per layer
+// for the trainer's indexer_loss metric (take_indexer_loss_stats).
 //
 // One arithmetic for trainer and generator: the indexer scores and the sparse attention
 // are one scalar kernel each (a fixed loop order per query, keys visited in ascending
@@ -65,6 +74,11 @@ class LightningIndexer : public nn::Module {
   int layer_id_;
 };
 
+struct IndexerLossStats {
+  double loss_sum = 0;
+  int64_t forwards = 0;
+};
+
 class DeepSeekSparseAttention : public MultiHeadLatentAttention {
  public:
   // cfg.is_dsa() (index_topk, index_n_heads, index_head_dim; q_lora_rank > 0).
@@ -83,7 +97,14 @@ class DeepSeekSparseAttention : public MultiHeadLatentAttention {
 
   LightningIndexer* indexer;
 
+  // The indexer loss's (1/T) Σ_t KL_t summed over the trainer forwards since the last
+  // call, and how many forwards; then cleared.
+  IndexerLossStats take_indexer_loss_stats();
+
  private:
+  double indexer_loss_coeff_ = 0;
+  bool indexer_loss_sparse_ = false;
+  mutable IndexerLossStats indexer_stats_;
   Tensor paged_forward(const Projected& p, const Tensor& qi, const Tensor& ki, const Tensor& wi,
                        const ForwardBatch& batch, LayerCache& cache) const;
 };
