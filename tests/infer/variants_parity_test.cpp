@@ -345,6 +345,8 @@ TEST(VariantGradients, Llama4RouterWeightMatchesFiniteDifferences) {
   EXPECT_EQ(checked, 6);
   std::printf("llama4: %s gradient vs central differences: %d entries (%d skipped for a routing flip), worst "
               "relative error %.3g\n", name.c_str(), checked, skipped, worst);
+}
+
 TEST(VariantGradients, GptOssExpertAndOutputBiasesMatchFiniteDifferences) {
   finite_difference_check("gpt_oss", "layers.0.moe.experts.b1", 4);
   finite_difference_check("gpt_oss", "layers.1.attention.wo.bias", 4);
