@@ -173,7 +173,8 @@ static void copy_same_dtype_strided(char* dbase, const Tensor& dst, const char* 
     }
   }
   if (dims.empty()) dims.push_back({1, 1, 1});
-  const auto [len, dstep, sstep] = dims.back();
+  // Plain copies, not a structured binding: the lambda below captures them.
+  const int64_t len = dims.back()[0], dstep = dims.back()[1], sstep = dims.back()[2];
   dims.pop_back();
   int64_t rows = 1;
   for (auto& d : dims) rows *= d[0];
