@@ -62,6 +62,15 @@ TEST(RLController, LogprobDiffIsExactlyZeroEveryStep) {
       EXPECT_TRUE(row.contains(k)) << k;
     reward_std += row["reward_std"].get<double>();
     grad += row["grad_norm"].get<double>();
+    // Best-of-group: each group's maximum is >= its mean, so their mean is >= reward_mean
+    // (equal-size groups), and > it as soon as one group is not flat.
+    EXPECT_GE(row["reward_group_max_mean"].get<double>(), row["reward_mean"].get<double>()) << row.dump();
+    EXPECT_LE(row["reward_group_max_mean"].get<double>(), 1.0);
+    EXPECT_GE(row["zero_std_group_frac"].get<double>(), 0.0);
+    EXPECT_LE(row["zero_std_group_frac"].get<double>(), 1.0);
+    if (row["zero_std_group_frac"].get<double>() < 1.0) {
+      EXPECT_GT(row["reward_group_max_mean"].get<double>(), row["reward_mean"].get<double>()) << row.dump();
+    }
   }
   EXPECT_GT(reward_std, 0.0);  // the test reward varies: real gradients
   EXPECT_GT(grad, 0.0);

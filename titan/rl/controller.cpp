@@ -296,9 +296,22 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   }
   const double rmean = rsum / n_all;
   for (double r : b.rewards) rsq += (r - rmean) * (r - rmean);
+  // Per advantage group (consecutive group_size rollouts): the best reward (best-of-n,
+  // what sampling already finds) and whether all rewards are equal (no advantage).
+  const size_t gsize = static_cast<size_t>(gen_settings.rollout.group_size);
+  double best_sum = 0;
+  int64_t n_groups = 0, flat_groups = 0;
+  for (size_t g0 = 0; g0 + gsize <= b.rewards.size(); g0 += gsize, ++n_groups) {
+    const auto [lo, hi] = std::minmax_element(b.rewards.begin() + static_cast<std::ptrdiff_t>(g0),
+                                              b.rewards.begin() + static_cast<std::ptrdiff_t>(g0 + gsize));
+    best_sum += *hi;
+    flat_groups += *hi == *lo;
+  }
   json row = {{"step", done},
               {"reward_mean", rmean},
               {"reward_std", std::sqrt(rsq / n_all)},
+              {"reward_group_max_mean", n_groups > 0 ? best_sum / static_cast<double>(n_groups) : 0.0},
+              {"zero_std_group_frac", n_groups > 0 ? static_cast<double>(flat_groups) / static_cast<double>(n_groups) : 0.0},
               {"response_len_mean", lsum / n_all},
               {"logprob_diff_max", us.logprob_diff_max},
               {"routing_mismatch_frac", us.routing_mismatch_frac},
