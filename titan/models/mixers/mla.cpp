@@ -7,6 +7,7 @@
 
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/common/rope_yarn.h"
 #include "titan/ops/attention.h"
 #include "titan/ops/join.h"
@@ -73,8 +74,14 @@ MultiHeadLatentAttention::Projected MultiHeadLatentAttention::project(const Tens
   Tensor ckv = kv_a_proj_with_mqa->forward(x);
   p.c = kv_a_layernorm->forward(ckv.narrow(1, 0, kvr_).contiguous());
   Tensor k_rope = ckv.narrow(1, kvr_, rope_dim_).contiguous().view({T, 1, rope_dim_});
-  std::tie(p.q_rope, p.k_rope) = apply_rotary(q_rope, k_rope, batch.positions, *rope_,
-                                              interleave_ ? RopeStyle::interleaved : RopeStyle::rotate_half);
+  const RopeStyle style = interleave_ ? RopeStyle::interleaved : RopeStyle::rotate_half;
+  if (composed_rope) {
+    count_override_call("rope", "composed");
+    p.q_rope = composed::apply_rotary(q_rope, batch.positions, *rope_, style);
+    p.k_rope = composed::apply_rotary(k_rope, batch.positions, *rope_, style);
+  } else {
+    std::tie(p.q_rope, p.k_rope) = apply_rotary(q_rope, k_rope, batch.positions, *rope_, style);
+  }
   return p;
 }
 
@@ -89,7 +96,12 @@ Tensor MultiHeadLatentAttention::forward(const Tensor& x, const ForwardBatch& ba
     AttentionOptions opts;
     opts.scale = scale_;
     opts.block_size = batch.attn_block_size;
-    out = scaled_dot_product_attention_varlen(qq, kk, vv, batch.cu_seqlens, opts);
+    if (reference_attention) {
+      count_override_call("attention", "reference");
+      out = composed::scaled_dot_product_attention_varlen(qq, kk, vv, batch.cu_seqlens, opts);
+    } else {
+      out = scaled_dot_product_attention_varlen(qq, kk, vv, batch.cu_seqlens, opts);
+    }
   } else {
     TITAN_CHECK(!autograd::GradMode::enabled() || !x.requires_grad(),
                 "MultiHeadLatentAttention: the paged-cache path runs without autograd (use NoGradGuard)");
