@@ -15,7 +15,9 @@
 
 #include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
+#include "titan/checkpoint/hf_config.h"
 #include "titan/core/error.h"
+#include "titan/models/family.h"
 #include "titan/models/common/decoder.h"
 #include "titan/models/common/overrides.h"
 #include "titan/models/mixers/attention.h"
@@ -227,6 +229,36 @@ TEST(Overrides, TrainRecordsThemAndRefusesConflicts) {
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   EXPECT_NE(test::file_bytes(dump + "/bad.log").find("both claim module layers.1.attention for attention"),
             std::string::npos);
+}
+
+// A titan HF export's config.json records the overrides (kHfOverridesKey); `titan train
+// --model.hf_config` of it without model.overrides takes them, and records them.
+TEST(Overrides, HfConfigRecordedOverridesReachTheTrainer) {
+  const std::string dump = test::fresh_dir("overrides_hf_config");
+  TransformerConfig c = tiny();
+  c.vocab_size = 300;  // >= the byte tokenizer's 259
+  HFConfig hf = config_to_hf(c);
+  hf.extra[kHfOverridesKey] = std::vector<std::string>{"rope=composed:layers.1.*"};
+  save_hf_config(dump + "/config.json", hf);
+  EXPECT_EQ(hf_recorded_overrides(load_hf_config(dump + "/config.json"), "x"),
+            std::vector<std::string>{"rope=composed:layers.1.*"});
+  const std::string cmd = "TITAN_NUM_THREADS=1 " + test::titan_exe() +
+                          " train --recipe debugmodel --training.steps=2 --lr_scheduler.warmup_steps=1 "
+                          "--validation.enabled=false --training.local_batch_size=2 --training.seq_len=32 "
+                          "--checkpoint.export_hf=false --model.hf_config=" + dump + "/config.json --job.dump_folder=" +
+                          dump + "/run > " + dump + "/train.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << test::file_bytes(dump + "/train.log");
+  EXPECT_NE(test::file_bytes(dump + "/run/config.toml").find(R"(overrides = ["rope=composed:layers.1.*"])"),
+            std::string::npos);
+  hf.extra[kHfOverridesKey] = "rope=composed";
+  try {
+    hf_recorded_overrides(hf, "export/config.json");
+    ADD_FAILURE() << "a string was taken for the list";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json export/config.json: titan_model_overrides must be a list"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
