@@ -5,7 +5,13 @@
 //     path, argmax) for the same weights;
 //   --hf: a random qwen3-style model saved as config.json + model.safetensors with the
 //     Qwen3 tokenizer.json; the program's JSONL token ids and logprob bits must equal
-//     an in-process engine on the original model.
+//     an in-process engine on the original model;
+//   component overrides: a run trained with --model.overrides=swiglu=composed records
+//     them in config.toml and in its HF export's config.json; generate --checkpoint and
+//     --hf apply them (their JSONL logprob bits are an in-process engine's on the
+//     trainer's model, which runs the override, and they report the forwards through
+//     the composed path); attention=reference, which the generator does not run, is
+//     refused with exit 2 naming it by generate, serve and rl.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "titan/checkpoint/hf_config.h"
 #include "titan/checkpoint/safetensors.h"
@@ -24,6 +31,7 @@
 #include "titan/core/fs.h"
 #include "titan/data/tokenizer.h"
 #include "titan/infer/engine.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/family.h"
 #include "titan/train/trainer.h"
 #include "tests/util/titan_exe.h"
@@ -130,6 +138,120 @@ TEST(GenerateCheckpoint, GreedyEqualsTrainerSample) {
   const int st = pclose(p);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd << "\n" << out;
   EXPECT_EQ(out, prompt + expected + "\n");
+  fs::remove_all(dump);
+}
+
+std::vector<std::vector<float>> jsonl_logprobs(const fs::path& path) {
+  std::vector<std::vector<float>> out;
+  std::ifstream in(path);
+  for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l)["logprobs"].get<std::vector<float>>());
+  return out;
+}
+
+bool same_float_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// (exit code, output) of a titan command line.
+std::pair<int, std::string> run_titan(const std::string& args) {
+  const std::string cmd = "TITAN_NUM_THREADS=1 '" + titan_exe() + "' " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  for (size_t n; p && (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
+  const int st = p ? pclose(p) : -1;
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(GenerateOverrides, CheckpointAndExportApplyTheRecordedOverrides) {
+  const fs::path dump = fs::path(::testing::TempDir()) / ("titan_gen_ovr_" + std::to_string(getpid()));
+  fs::remove_all(dump);
+  config::JobConfig job = config::resolve_config(
+      "debugmodel", std::nullopt,
+      {"--training.steps=2", "--checkpoint.enable=true", "--checkpoint.interval=2", "--validation.enabled=false",
+       "--lr_scheduler.warmup_steps=1", "--checkpoint.export_hf=true", "--model.overrides=swiglu=composed",
+       "--job.dump_folder=" + dump.string()});
+  train::Trainer trainer(job);
+  trainer.train();
+  const nlohmann::json hf = nlohmann::json::parse(read_file((dump / "hf" / "config.json").string()));
+  EXPECT_EQ(hf.value(models::kHfOverridesKey, nlohmann::json()), nlohmann::json({"swiglu=composed:*"}));
+  const std::string prompt = "ROMEO:";
+  {
+    std::ofstream in(dump / "in.jsonl");
+    in << R"({"prompt": "ROMEO:", "temperature": 0.9, "seed": 5, "max_tokens": 16})" << "\n";
+  }
+  const std::string io = " --ignore-eos --input '" + (dump / "in.jsonl").string() + "' --output '";
+  const std::string ck_out = run_generate("--checkpoint '" + (dump / "checkpoint").string() + "'" + io +
+                                          (dump / "ck.jsonl").string() + "'");
+  EXPECT_NE(ck_out.find("model.overrides swiglu=composed:*"), std::string::npos) << ck_out;
+  const std::string hf_out =
+      run_generate("--hf '" + (dump / "hf").string() + "'" + io + (dump / "hf.jsonl").string() + "'");
+  EXPECT_NE(hf_out.find("model.overrides swiglu=composed:*"), std::string::npos) << hf_out;
+  const auto ck = jsonl_logprobs(dump / "ck.jsonl"), from_hf = jsonl_logprobs(dump / "hf.jsonl");
+  ASSERT_EQ(ck.size(), 1u);
+  ASSERT_EQ(from_hf.size(), 1u);
+
+  auto tok = data::load_tokenizer("byte");  // the debugmodel recipe's byte-level tokenizer
+  infer::SamplingParams sp;
+  sp.temperature = 0.9;
+  sp.seed = 5;
+  sp.max_tokens = 16;
+  sp.ignore_eos = true;
+  const auto engine_logprobs = [&](std::vector<int32_t> ids) {
+    infer::Engine e(trainer.model(), tok.get(), infer::EngineConfig{});
+    return e.generate({ids}, {sp})[0].outputs[0].logprobs;
+  };
+  std::vector<int32_t> ids = tok->encode(prompt);
+  EXPECT_TRUE(same_float_bits(ck[0], engine_logprobs(ids))) << "generate --checkpoint vs the engine on the trainer's model";
+  ASSERT_GE(tok->bos_id(), 0);
+  ids.insert(ids.begin(), tok->bos_id());  // a Llama HF model's prompts get the tokenizer's BOS (load_hf_model)
+  EXPECT_TRUE(same_float_bits(from_hf[0], engine_logprobs(ids))) << "generate --hf vs the engine on the trainer's model";
+  // The generator ran the composed path (composed::swiglu has the fused forward bits, so
+  // the logprobs alone cannot show it): generate reports the overridden forwards.
+  for (const std::string* out : {&ck_out, &hf_out}) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(*out, m, std::regex("model.overrides: swiglu=composed:\\* ran ([0-9]+) forwards")))
+        << *out;
+    EXPECT_GT(std::stol(m[1]), 0);
+  }
+
+  // --model.overrides adds entries; a trainer-path-only one is refused, exit 2.
+  const auto [rc, msg] = run_titan("generate --checkpoint '" + (dump / "checkpoint").string() +
+                                   "' --prompt x --max-tokens 2 --model.overrides=attention=reference");
+  EXPECT_EQ(rc, 2) << msg;
+  EXPECT_NE(msg.find("'attention=reference' (generate --model.overrides) runs on the trainer path only"),
+            std::string::npos)
+      << msg;
+  fs::remove_all(dump);
+}
+
+TEST(GenerateOverrides, TrainerOnlyOverridesAreRefusedByGenerateServeAndRl) {
+  const fs::path dump = fs::path(::testing::TempDir()) / ("titan_gen_ovr_ref_" + std::to_string(getpid()));
+  fs::remove_all(dump);
+  const auto [trc, tmsg] = run_titan(
+      "train --recipe debugmodel --training.steps=2 --lr_scheduler.warmup_steps=1 --validation.enabled=false "
+      "--checkpoint.enable=true --checkpoint.interval=2 --checkpoint.export_hf=true "
+      "'--model.overrides=attention=reference:layers.0.*' --job.dump_folder='" +
+      dump.string() + "'");
+  ASSERT_EQ(trc, 0) << tmsg;
+  const std::string want = "'attention=reference:layers.0.*' (--checkpoint " + (dump / "config.toml").string() +
+                           ") runs on the trainer path only";
+  for (const char* cmd : {"generate --prompt x --max-tokens 2", "serve --port 0"}) {
+    const auto [rc, msg] = run_titan(std::string(cmd) + " --checkpoint '" + (dump / "checkpoint").string() + "'");
+    EXPECT_EQ(rc, 2) << cmd << "\n" << msg;
+    EXPECT_NE(msg.find(want), std::string::npos) << cmd << "\n" << msg;
+  }
+  const auto [hrc, hmsg] = run_titan("generate --prompt x --max-tokens 2 --hf '" + (dump / "hf").string() + "'");
+  EXPECT_EQ(hrc, 2) << hmsg;
+  EXPECT_NE(hmsg.find("'attention=reference:layers.0.*' (config.json " + (dump / "hf").string() +
+                      ") runs on the trainer path only"),
+            std::string::npos)
+      << hmsg;
+  const auto [rrc, rmsg] = run_titan("rl --recipe alphabet_sort_grpo --rl.init_from= --training.steps=1 "
+                                     "--model.overrides=attention=reference --job.dump_folder='" +
+                                     (dump / "rl").string() + "'");
+  EXPECT_EQ(rrc, 2) << rmsg;
+  EXPECT_NE(rmsg.find("'attention=reference' (titan rl) runs on the trainer path only"), std::string::npos) << rmsg;
   fs::remove_all(dump);
 }
 

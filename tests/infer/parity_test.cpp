@@ -10,7 +10,9 @@
 // autograd on, titan::logprobs on the hidden rows) must give the generator's logprobs
 // bit for bit (max |Δ| printed, exactly 0). Flipping one kernel parameter on one side
 // (the generator's KV block size, or the trainer's attention block size) must make
-// |Δ| > 0, which shows the comparison can fail.
+// |Δ| > 0, which shows the comparison can fail. Component overrides applied to the
+// model (models/common/overrides.h) run on both sides: the generator keeps the trainer's
+// bits with them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,7 +20,9 @@
 
 #include "infer_test_util.h"
 #include "titan/autograd/node.h"
+#include "titan/core/error.h"
 #include "titan/core/thread_pool.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/family.h"
 #include "titan/ops/loss.h"
 
@@ -360,6 +364,61 @@ TEST(ParityDsa, EngineModesPrefixCacheAndTrainerLogprobsBitwise) {
   ec.block_size = 2 * kernels::cpu::kKvBlockSize;
   const Result gen64 = run_all_at_once(*model, c, ec);
   EXPECT_EQ(max_abs_diff(gen64, trainer_logprobs(*model, c, gen64, kernels::cpu::kKvBlockSize)), 0.0);
+}
+
+// Component overrides: the model the engine decodes with and the trainer's forward are
+// the same modules, so an override applied to it (apply_generator_overrides, as titan
+// generate / serve / rl do) runs on both paths (its forwards are counted on the
+// generator's): the generator's logprobs are the trainer's with the override, bit for bit.
+// Neither generator-side override changes the forward bits here: rope=composed has the
+// fused bits by contract (ops/rope.h), on gqa, mla and dsa, and composed::swiglu =
+// mul(silu(gate), up) rounds as the fused forward kernel does (measured: bitwise; only its
+// backward differs), so the whole run is bitwise the default one as well.
+void expect_override_parity(const std::string& family, const std::string& entry) {
+  const std::string component = entry.substr(0, entry.find('='));
+  const std::string impl = entry.substr(entry.find('=') + 1);
+  const auto plain = tiny_model(3, family);
+  const auto model = tiny_model(3, family);
+  EXPECT_EQ(models::apply_generator_overrides(*model, {entry}, "test"), std::vector<std::string>{entry + ":*"});
+  const Case c = make_case();
+  const Result base = run_all_at_once(*plain, c, base_config());
+  const int64_t before = models::override_calls(component, impl);
+  const Result ovr = run_all_at_once(*model, c, base_config());
+  EXPECT_GT(models::override_calls(component, impl) - before, 0) << family << " " << entry << ": not run by the generator";
+  const double d = max_abs_diff(ovr, trainer_logprobs(*model, c, ovr, kernels::cpu::kKvBlockSize));
+  const double d_plain = max_abs_diff(ovr, trainer_logprobs(*plain, c, ovr, kernels::cpu::kKvBlockSize));
+  std::printf("%s %s: generator vs trainer with it max |delta| = %.3g, vs trainer without it %.3g\n", family.c_str(),
+              entry.c_str(), d, d_plain);
+  EXPECT_EQ(d, 0.0) << family << " " << entry;
+  EXPECT_EQ(d_plain, 0.0) << family << " " << entry;
+  expect_same(base, ovr, family + " " + entry + " vs default");
+}
+
+TEST(ParityOverrides, ComposedSwigluGeneratorEqualsTrainerWithItBitwise) {
+  expect_override_parity("llama3", "swiglu=composed");
+}
+
+TEST(ParityOverrides, ComposedRopeIsBitwiseTheDefaultOnGqaMlaAndDsa) {
+  for (const char* family : {"llama3", "deepseek_v3", "deepseek_v32"})
+    expect_override_parity(family, "rope=composed");
+}
+
+TEST(ParityOverrides, TrainerOnlyAttentionIsRefusedForTheGenerator) {
+  for (const char* family : {"llama3", "deepseek_v3"}) {
+    const auto model = tiny_model(3, family);
+    try {
+      models::apply_generator_overrides(*model, {"rope=composed", "attention=reference:layers.1.*"}, "run/config.toml");
+      ADD_FAILURE() << family << ": attention=reference was accepted for the generator";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'attention=reference:layers.1.*' (run/config.toml) runs on the trainer "
+                                           "path only"),
+                std::string::npos)
+          << e.what();
+    }
+    // Refused before any entry is applied.
+    const auto& l0 = *model->layers[0];
+    EXPECT_FALSE(l0.attention ? l0.attention->composed_rope : l0.mla->composed_rope) << family;
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/models/cache_util.h"
@@ -25,6 +26,7 @@
 #include "titan/checkpoint/safetensors.h"
 #include "titan/core/thread_pool.h"
 #include "titan/models/common/decoder.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/family.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/reduce.h"
@@ -48,7 +50,9 @@ std::vector<std::vector<int32_t>> sequences() { return test::oracle_sequences();
 
 using test::rel_err;
 
-void oracle(int q_lora) {
+// overrides: component overrides applied to the titan model (models/common/overrides.h);
+// the oracle bound holds for them too.
+void oracle(int q_lora, const std::vector<std::string>& overrides = {}) {
   char tmpl[] = "/tmp/titan_dsv3_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const fs::path dir(tmpl);
@@ -67,13 +71,15 @@ void oracle(int q_lora) {
   EXPECT_EQ(describe_layers(layer_specs(cfg)), kDenseLayers == 2 ? "L0-1 mla+dense" : "L0 mla+dense, L1 mla+moe");
   Decoder model(cfg);
   load_hf_state_dict(model, load_safetensors((dir / "model.safetensors").string()), dir.string());
+  apply_overrides(model, overrides);
   const ForwardBatch b = make_packed_batch(seqs);
   Tensor logits = model.logits(model.forward(b));
   sum(mul(logits, G)).backward();
   const std::vector<float> got = logits.detach().to_vector<float>();
   const double err = rel_err(got, read_floats(dir / "logits.bin"));
   EXPECT_LE(err, 1e-4) << "max |titan - HF| / max |HF logit|";
-  std::printf("deepseek_v3 tiny (q_lora_rank %d): logits max |titan - HF| / max |logit| = %.3g\n", q_lora, err);
+  std::printf("deepseek_v3 tiny (q_lora_rank %d%s%s): logits max |titan - HF| / max |logit| = %.3g\n", q_lora,
+              overrides.empty() ? "" : ", overrides ", fmt::format("{}", fmt::join(overrides, ",")).c_str(), err);
   const auto hf_grads = load_safetensors((dir / "grads.safetensors").string());
   // The routed experts are stacked in titan ((E, ., .)) and fused or per expert in HF,
   // so the HF gradients are read by name through the state-dict adapter (the one that
@@ -108,6 +114,12 @@ void oracle(int q_lora) {
 
 TEST(DeepseekV3, LogitsAndGradientsMatchTransformersQLora) { oracle(32); }
 TEST(DeepseekV3, LogitsAndGradientsMatchTransformersQProj) { oracle(0); }
+// The MLA component overrides: the composed reference attention core and the composed RoPE.
+TEST(DeepseekV3, LogitsAndGradientsMatchTransformersWithMlaOverrides) {
+  const int64_t before = override_calls("attention", "reference");
+  oracle(32, {"attention=reference", "rope=composed"});
+  EXPECT_EQ(override_calls("attention", "reference") - before, 2);  // both layers, one forward
+}
 
 // ---- generator: the latent cache.
 

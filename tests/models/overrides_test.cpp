@@ -4,16 +4,20 @@
 // gives the flash kernel's logits and gradients within fp32 rounding (a different
 // summation order: the kernel's online softmax over KV blocks vs. a full softmax), the
 // composed RoPE the fused one's bits (the documented contract of ops/rope.h), only on
-// the modules the glob selects. Bad entries and two entries claiming one module are
-// one-line errors.
+// the modules the glob selects; the same on a tiny deepseek_v3 (MLA) and deepseek_v32
+// (MLA + DSA) decoder. Bad entries and two entries claiming one module are one-line
+// errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
+#include "titan/checkpoint/hf_config.h"
 #include "titan/core/error.h"
+#include "titan/models/family.h"
 #include "titan/models/common/decoder.h"
 #include "titan/models/common/overrides.h"
 #include "titan/models/mixers/attention.h"
@@ -46,8 +50,33 @@ struct Outputs {
   std::vector<float> logits, grad;
 };
 
-Outputs run(const std::vector<std::string>& overrides, std::vector<std::string>* resolved = nullptr) {
-  Decoder m(tiny());
+// A tiny deepseek_v3 decoder (MLA, q low-rank, YaRN RoPE; dense layers) or, with
+// dsa, deepseek_v32 (MLA + DeepSeek sparse attention keeping 8 keys).
+TransformerConfig tiny_mla(bool dsa = false) {
+  TransformerConfig c = tiny();
+  c.family = dsa ? "deepseek_v32" : "deepseek_v3";
+  c.num_key_value_heads = 4;
+  c.kv_lora_rank = 32;
+  c.q_lora_rank = 24;
+  c.qk_nope_head_dim = 16;
+  c.qk_rope_head_dim = 16;  // = head_dim (the RoPE tables)
+  c.v_head_dim = 12;
+  c.rope_scaling.rope_type = "yarn";
+  c.rope_scaling.factor = 4;
+  c.rope_scaling.original_max_position_embeddings = 16;
+  c.rope_scaling.mscale = 1.0;
+  c.rope_scaling.mscale_all_dim = 1.0;
+  if (dsa) {
+    c.index_topk = 8;
+    c.index_n_heads = 2;
+    c.index_head_dim = 16;
+  }
+  return c;
+}
+
+Outputs run(const std::vector<std::string>& overrides, std::vector<std::string>* resolved = nullptr,
+            const TransformerConfig& cfg = tiny()) {
+  Decoder m(cfg);
   m.init_weights(3);
   std::vector<std::string> r = apply_overrides(m, overrides);
   if (resolved) *resolved = r;
@@ -101,6 +130,46 @@ TEST(Overrides, ComposedSwiglu) {
   EXPECT_LT(max_rel(fused.logits, composed.logits), 1e-5);
 }
 
+// MLA: the reference attention core is the composed attention over the same assembled
+// (zero-padded) q, k, v; within fp32 rounding of the flash kernel. The composed RoPE on
+// q_rope and the shared k_rope has the fused bits, on mla and on dsa layers.
+TEST(Overrides, MlaReferenceAttentionTakesTheComposedPath) {
+  const Outputs flash = run({}, nullptr, tiny_mla());
+  const int64_t before = override_calls("attention", "reference");
+  const Outputs ref = run({"attention=reference"}, nullptr, tiny_mla());
+  EXPECT_EQ(override_calls("attention", "reference") - before, 2);
+  const double dl = max_rel(flash.logits, ref.logits), dg = max_rel(flash.grad, ref.grad);
+  std::printf("mla attention=reference vs flash: logits %.3g, ffn_norm grad %.3g (relative to the largest)\n", dl, dg);
+  EXPECT_LT(dl, 1e-5);
+  EXPECT_LT(dg, 1e-4);
+  EXPECT_GT(dl, 0.0) << "the two attentions sum in different orders";
+}
+
+TEST(Overrides, MlaAndDsaComposedRopeHaveTheFusedBits) {
+  for (bool dsa : {false, true}) {
+    const Outputs fused = run({}, nullptr, tiny_mla(dsa));
+    const int64_t before = override_calls("rope", "composed");
+    const Outputs composed = run({"rope=composed:layers.0.*"}, nullptr, tiny_mla(dsa));
+    EXPECT_EQ(override_calls("rope", "composed") - before, 1) << dsa;
+    ASSERT_EQ(fused.logits.size(), composed.logits.size());
+    EXPECT_EQ(std::memcmp(fused.logits.data(), composed.logits.data(), fused.logits.size() * 4), 0) << dsa;
+    EXPECT_EQ(std::memcmp(fused.grad.data(), composed.grad.data(), fused.grad.size() * 4), 0) << dsa;
+  }
+}
+
+// A dsa layer's attention core is its sparse kernel: attention=reference does not apply.
+TEST(Overrides, ReferenceAttentionDoesNotApplyToDsa) {
+  Decoder d(tiny_mla(true));
+  try {
+    apply_overrides(d, {"attention=reference"});
+    ADD_FAILURE() << "attention=reference applied to a dsa model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("matches no module that attention applies to (gqa attention, mla"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Overrides, ConflictsAndBadEntriesAreErrors) {
   Decoder m(tiny());
   auto message = [&](const std::vector<std::string>& o) {
@@ -129,8 +198,14 @@ TEST(Overrides, ListNamesEveryImplementationOnce) {
   const std::vector<OverrideInfo> all = list_overrides();
   ASSERT_EQ(all.size(), 6u);
   int defaults = 0;
-  for (const OverrideInfo& o : all) defaults += o.is_default;
+  std::vector<std::string> trainer_only;
+  for (const OverrideInfo& o : all) {
+    defaults += o.is_default;
+    if (!o.generator) trainer_only.push_back(o.component + "=" + o.impl);
+  }
   EXPECT_EQ(defaults, 3);  // one default per component
+  // The paged generator path has no reference attention (apply_generator_overrides).
+  EXPECT_EQ(trainer_only, std::vector<std::string>{"attention=reference"});
   EXPECT_EQ(all.front().component, "attention");
 }
 
@@ -154,6 +229,36 @@ TEST(Overrides, TrainRecordsThemAndRefusesConflicts) {
   EXPECT_EQ(WEXITSTATUS(rc), 2);
   EXPECT_NE(test::file_bytes(dump + "/bad.log").find("both claim module layers.1.attention for attention"),
             std::string::npos);
+}
+
+// A titan HF export's config.json records the overrides (kHfOverridesKey); `titan train
+// --model.hf_config` of it without model.overrides takes them, and records them.
+TEST(Overrides, HfConfigRecordedOverridesReachTheTrainer) {
+  const std::string dump = test::fresh_dir("overrides_hf_config");
+  TransformerConfig c = tiny();
+  c.vocab_size = 300;  // >= the byte tokenizer's 259
+  HFConfig hf = config_to_hf(c);
+  hf.extra[kHfOverridesKey] = std::vector<std::string>{"rope=composed:layers.1.*"};
+  save_hf_config(dump + "/config.json", hf);
+  EXPECT_EQ(hf_recorded_overrides(load_hf_config(dump + "/config.json"), "x"),
+            std::vector<std::string>{"rope=composed:layers.1.*"});
+  const std::string cmd = "TITAN_NUM_THREADS=1 " + test::titan_exe() +
+                          " train --recipe debugmodel --training.steps=2 --lr_scheduler.warmup_steps=1 "
+                          "--validation.enabled=false --training.local_batch_size=2 --training.seq_len=32 "
+                          "--checkpoint.export_hf=false --model.hf_config=" + dump + "/config.json --job.dump_folder=" +
+                          dump + "/run > " + dump + "/train.log 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << test::file_bytes(dump + "/train.log");
+  EXPECT_NE(test::file_bytes(dump + "/run/config.toml").find(R"(overrides = ["rope=composed:layers.1.*"])"),
+            std::string::npos);
+  hf.extra[kHfOverridesKey] = "rope=composed";
+  try {
+    hf_recorded_overrides(hf, "export/config.json");
+    ADD_FAILURE() << "a string was taken for the list";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json export/config.json: titan_model_overrides must be a list"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The RL controller end to end on a tiny qwen3-style model over byte_chat tokens and
 // the alphabet_sort task (the RL acceptance checks, at test size):
 //   - logprob_diff_max == 0.0 at every step (generator and trainer agree bitwise);
+//   - model.overrides run in the trainer and in the generator, parity still exact;
 //   - a generator-only parity break (--generator.kv_block_size 16 vs the trainer's
 //     attention block 32) makes it > 0: the metric is live;
 //   - stop + resume gives bitwise-identical metrics to an uninterrupted run;
@@ -25,6 +26,7 @@
 #include "tests/util/tiny_models.h"
 #include "titan/config/job_config.h"
 #include "titan/core/error.h"
+#include "titan/models/common/overrides.h"
 #include "titan/rl/controller.h"
 #include "titan/rl/tasks.h"
 
@@ -101,6 +103,26 @@ TEST(RLController, GeneratorOnlyParityBreakShowsInLogprobDiff) {
   const auto rows = step_rows(dump);
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_GT(rows[0]["logprob_diff_max"].get<double>(), 0.0);
+}
+
+// model.overrides reach the policy and its generator copy: the generator's decode steps
+// run the composed SwiGLU (at least max_tokens steps x layers forwards through it, more
+// than the trainer's few microbatches could make), parity stays exact, and config.toml
+// records the resolved entries.
+TEST(RLController, OverridesRunInTrainerAndGenerator) {
+  const fs::path dump = fresh_dir("overrides");
+  config::JobConfig c = tiny_job(dump);
+  c.training.steps = 1;
+  c.rl.val_freq = 0;
+  c.model.overrides = {"swiglu=composed", "rope=composed:layers.0.*"};
+  const int64_t before = models::override_calls("swiglu", "composed");
+  RLController ctl(c, smooth_task(c));
+  const RLResult r = ctl.run({.print = false});
+  EXPECT_EQ(r.logprob_diff_max, 0.0);
+  EXPECT_GE(models::override_calls("swiglu", "composed") - before, c.generator.max_tokens * c.model.n_layers);
+  EXPECT_NE(test::file_bytes((dump / "config.toml").string())
+                .find(R"(overrides = ["swiglu=composed:*", "rope=composed:layers.0.*"])"),
+            std::string::npos);
 }
 
 TEST(RLController, StopAndResumeGivesBitwiseIdenticalMetrics) {

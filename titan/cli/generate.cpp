@@ -28,6 +28,7 @@
 
 #include "titan/cli/command.h"
 #include "titan/cli/model_source.h"
+#include "titan/models/common/overrides.h"
 #include "titan/core/error.h"
 #include "titan/core/fs.h"
 #include "titan/core/thread_pool.h"
@@ -267,7 +268,11 @@ void setup_generate(CLI::App& app, std::function<int()>& run) {
     ec.enable_prefix_caching = !a->no_prefix_caching;
     ec.eos_token_ids = m.eos_token_ids;
     infer::Engine engine(*m.model, m.tokenizer.get(), ec);
-    return a->has_prompt ? run_prompt(*a, m, engine) : run_jsonl(*a, m, engine);
+    const int rc = a->has_prompt ? run_prompt(*a, m, engine) : run_jsonl(*a, m, engine);
+    // The overridden paths the generator ran (trainer parity needs the trainer's).
+    if (!a->quiet && !m.overrides.empty())
+      fmt::print(stderr, "model.overrides: {}\n", models::override_calls_summary(m.overrides));
+    return rc;
   };
 }
 

@@ -2,6 +2,7 @@
 #include "titan/cli/model_source.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "titan/config/toml_io.h"
 #include "titan/core/error.h"
 #include "titan/core/fs.h"
+#include "titan/models/common/overrides.h"
 #include "titan/train/trainer.h"
 
 namespace titan::cli {
@@ -45,8 +47,11 @@ infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
                                                                                 : config::resolve_data_path(job.model.tokenizer_path);
   out.tokenizer = data::load_tokenizer(tp);
   out.model = std::make_unique<models::Decoder>(train::model_config_from_job(job, out.tokenizer->vocab_size()));
-  // The generator computes as the run trained (trainer/generator parity).
+  // The generator computes as the run trained (trainer/generator parity): its dtype and
+  // its component overrides.
   out.model->set_compute_bf16(job.model.compute_dtype == config::ComputeDType::bf16);
+  const std::vector<std::string> ovr =
+      models::apply_generator_overrides(*out.model, job.model.overrides, "--checkpoint " + toml);
   // Either layout (one rank's model.safetensors, or several ranks' shards + index).
   const CheckpointIndex index(dir);
   TensorMap w;
@@ -73,6 +78,8 @@ infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
   if (out.tokenizer->eos_id() >= 0) out.eos_token_ids.push_back(out.tokenizer->eos_id());
   out.description = fmt::format("titan checkpoint {} ({} {} params, config {})", dir, job.model.name,
                                 out.model->num_parameters(), toml);
+  if (!ovr.empty()) out.description += fmt::format("; model.overrides {}", fmt::join(ovr, ", "));
+  out.overrides = ovr;
   return out;
 }
 
@@ -86,6 +93,10 @@ void add_model_source_options(CLI::App& app, ModelSource& src) {
   app.add_option("--dtype", src.dtype,
                  "compute dtype: bf16 (bf16 compute and bf16 weight panels, half the weight bytes per "
                  "token) or f32 (default: a --checkpoint's model.compute_dtype, else f32)");
+  app.add_option("--model.overrides", src.overrides,
+                 "component overrides component=impl[:glob], applied after those the checkpoint or export "
+                 "records (titan train --list-overrides)")
+      ->delimiter(',');
 }
 
 namespace {
@@ -105,6 +116,14 @@ infer::LoadedModel load_model_source(const ModelSource& a, const std::string& co
   TITAN_CHECK(a.dtype.empty() || a.dtype == "f32" || a.dtype == "bf16",
               "{}: --dtype={} is not one of: f32, bf16", command, a.dtype);
   infer::LoadedModel m = load_as_stored(a, command);
+  if (!a.overrides.empty()) {
+    const std::vector<std::string> ovr =
+        models::apply_generator_overrides(*m.model, a.overrides, command + " --model.overrides");
+    m.description += fmt::format("; --model.overrides {}{}", fmt::join(ovr, ", "),
+                                 a.llama2c.empty() ? ": the logprobs are those of a trainer with these overrides too"
+                                                   : "");
+    m.overrides.insert(m.overrides.end(), ovr.begin(), ovr.end());
+  }
   if (a.dtype.empty()) return m;
   const bool bf16 = a.dtype == "bf16";
   if (bf16 != m.model->compute_bf16()) {

@@ -34,10 +34,10 @@ void setup_train(CLI::App& app, std::function<int()>& run) {
   CLI::App* self = &app;
   run = [args, list_transforms, list_overrides, self]() -> int {
     if (*list_overrides) {
-      fmt::print("{:<10} {:<10} {:<8} {}\n", "component", "impl", "default", "what (applies to)");
+      fmt::print("{:<10} {:<10} {:<8} {:<10} {}\n", "component", "impl", "default", "generator", "what (applies to)");
       for (const auto& o : titan::models::list_overrides())
-        fmt::print("{:<10} {:<10} {:<8} {} ({})\n", o.component, o.impl, o.is_default ? "yes" : "", o.doc,
-                   o.applies_to);
+        fmt::print("{:<10} {:<10} {:<8} {:<10} {} ({})\n", o.component, o.impl, o.is_default ? "yes" : "",
+                   o.generator ? "yes" : "refused", o.doc, o.applies_to);
       return 0;
     }
     if (*list_transforms) {

@@ -45,7 +45,6 @@ std::string why(const std::string& pattern, std::string_view command) {
   if (pattern == "rl.ref_model") return "the reference model is used only when rl.kl_coef > 0";
   if (pattern == "rl.overlong_penalty_factor") return "the overlong penalty is off (rl.overlong_buffer_len=0)";
   if (pattern == "rl.val_samples") return "rl.val_freq=0 runs no validation";
-  if (pattern == "model.overrides") return "titan rl builds its trainer and generator without component overrides";
   if (pattern.rfind("model.", 0) == 0 && command == "train") return "model.hf_config gives the model shape";
   if (pattern.rfind("model.", 0) == 0) return "with rl.init_from set the model comes from that export";
   if (pattern == "training.seq_len")
@@ -102,8 +101,7 @@ std::vector<std::string> unused_fields(const JobConfig& c, std::string_view comm
          "training.activation_checkpoint", "training.host_cache_mb",
          "training.task",             "training.task_config",
          "validation.",               "checkpoint.export_hf",
-         "metrics.peak_flops",        "parallelism.",
-         "model.overrides"};
+         "metrics.peak_flops",        "parallelism."};
   add_common(c, out);
   if (!c.rl.dynamic_sampling) out.push_back("rl.max_sampling_rounds");
   if (c.rl.kl_coef == 0.0) out.push_back("rl.ref_model");

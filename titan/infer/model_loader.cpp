@@ -1,6 +1,7 @@
 #include "titan/infer/model_loader.h"
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <malloc.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "titan/checkpoint/llama2c.h"
 #include "titan/checkpoint/sharded.h"
 #include "titan/core/error.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/family.h"
 
 namespace titan::infer {
@@ -54,6 +56,9 @@ LoadedModel load_hf_model(const std::string& dir) {
     autograd::NoGradGuard ng;
     models::load_hf_state_dict(*out.model, w, dir);
   }
+  // A titan export records the overrides its model ran with.
+  const std::vector<std::string> ovr =
+      models::apply_generator_overrides(*out.model, models::hf_recorded_overrides(hf, dir), "config.json " + dir);
   out.tokenizer = data::load_tokenizer(dir);
   TITAN_CHECK(out.tokenizer->vocab_size() <= cfg.vocab_size,
               "load_hf_model: {}: tokenizer has {} tokens, config.json vocab_size is {}", dir,
@@ -69,6 +74,8 @@ LoadedModel load_hf_model(const std::string& dir) {
   out.description = fmt::format("{} {} ({} params, {} layers, dim {}, vocab {})", hf.architecture(), dir,
                                 out.model->num_parameters(), cfg.num_hidden_layers, cfg.hidden_size,
                                 cfg.vocab_size);
+  if (!ovr.empty()) out.description += fmt::format("; model.overrides {}", fmt::join(ovr, ", "));
+  out.overrides = ovr;
   return out;
 }
 

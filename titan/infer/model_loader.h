@@ -24,6 +24,7 @@ struct LoadedModel {
   std::vector<int32_t> eos_token_ids;   // end of generation
   std::vector<int32_t> stop_token_ids;  // further stop tokens of the format (llama2.c: BOS)
   std::string description;              // one line: what was loaded
+  std::vector<std::string> overrides;   // component overrides applied, resolved (models/common/overrides.h)
 };
 
 // llama2.c model.bin + tokenizer (tok512.model). BOS (1) is prepended and also stops
@@ -32,7 +33,10 @@ LoadedModel load_llama2c_model(const std::string& bin_path, const std::string& t
 
 // HF directory (config.json, model.safetensors[.index.json], tokenizer.json).
 // Llama prompts get the tokenizer's BOS; EOS ids come from config.json (and the
-// tokenizer). Throws titan::Error naming the file, tensor or field.
+// tokenizer). The component overrides a titan export's config.json records
+// (models::kHfOverridesKey) are applied (models::apply_generator_overrides; one the
+// generator does not run throws naming it). Throws titan::Error naming the file, tensor
+// or field.
 LoadedModel load_hf_model(const std::string& dir);
 
 // The load step of an inference-only process (`titan generate`, bench/engine_bench):

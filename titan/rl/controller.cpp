@@ -18,6 +18,7 @@
 #include "titan/core/fs.h"
 #include "titan/core/thread_pool.h"
 #include "titan/kernels/cpu/dispatch.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/family.h"
 #include "titan/optim/grad_clip.h"
 #include "titan/rl/controller_state.h"
@@ -34,15 +35,22 @@ namespace {
 std::atomic<int> g_signal{0};
 void on_signal(int sig) { g_signal.store(sig); }
 
-std::unique_ptr<models::Decoder> copy_of(const models::Decoder& m) {
+// A copy of m with its weights, dtype and component overrides (the resolved entries
+// applied to m): the generator computes as the trainer does.
+std::unique_ptr<models::Decoder> copy_of(const models::Decoder& m, const std::vector<std::string>& overrides) {
   auto c = std::make_unique<models::Decoder>(m.config());
-  c->set_compute_bf16(m.compute_bf16());  // the generator computes as the trainer does
+  c->set_compute_bf16(m.compute_bf16());
+  models::apply_overrides(*c, overrides);
   sync_weights(m, *c);
   return c;
 }
 
-// The initial policy: an HF export folder (rl.init_from) or a random init.
-std::unique_ptr<models::Decoder> initial_policy(const config::JobConfig& job, int64_t tok_vocab, std::string& desc) {
+// The initial policy: an HF export folder (rl.init_from) or a random init, with its
+// component overrides: model.overrides, else those the export records. The generator
+// runs them too, so one it does not run is refused (apply_generator_overrides).
+// `overrides` returns their resolved form.
+std::unique_ptr<models::Decoder> initial_policy(const config::JobConfig& job, int64_t tok_vocab, std::string& desc,
+                                                std::vector<std::string>& overrides) {
   const std::string& from = job.rl.init_from;
   if (from.empty()) {
     auto m = std::make_unique<models::Decoder>(train::model_config_from_job(job, tok_vocab));
@@ -50,6 +58,7 @@ std::unique_ptr<models::Decoder> initial_policy(const config::JobConfig& job, in
                                                                   ? models::InitScheme::gpt2
                                                                   : models::InitScheme::family);
     desc = fmt::format("random init (seed {})", job.training.seed);
+    overrides = models::apply_generator_overrides(*m, job.model.overrides, "titan rl");
     return m;
   }
   const std::string dir = config::resolve_data_path(from);
@@ -67,6 +76,10 @@ std::unique_ptr<models::Decoder> initial_policy(const config::JobConfig& job, in
     models::load_hf_state_dict(*m, weights.load_all(), dir);
   }
   desc = dir;
+  overrides = job.model.overrides.empty()
+                  ? models::apply_generator_overrides(*m, models::hf_recorded_overrides(hf, dir + "/config.json"),
+                                                      "rl.init_from " + dir + "/config.json")
+                  : models::apply_generator_overrides(*m, job.model.overrides, "titan rl");
   return m;
 }
 
@@ -114,20 +127,20 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   s.rollouter = std::make_unique<Rollouter>(task ? std::move(*task) : make_task(rl.env, parse_env_config(rl.env_config)),
                                             *s.tok);
   const TaskSpec& t = s.rollouter->task();
-  s.policy = initial_policy(job, s.tok->vocab_size(), s.init_desc);
+  s.policy = initial_policy(job, s.tok->vocab_size(), s.init_desc, s.job.model.overrides);
   // The policy update's logprobs run the fused LM-head kernel (titan::logprobs), which
   // has no soft-cap.
   TITAN_CHECK(s.policy->config().final_logit_softcapping == 0,
               "titan rl: final_logit_softcapping = {} is not supported (the policy update's fused logprobs have no "
               "soft-cap)", s.policy->config().final_logit_softcapping);
   s.policy->set_compute_bf16(job.model.compute_dtype == config::ComputeDType::bf16);
-  s.gen = copy_of(*s.policy);
+  s.gen = copy_of(*s.policy, s.job.model.overrides);
   if (rl.kl_coef > 0) {
     TITAN_CHECK(rl.ref_model.empty(), "rl.ref_model='{}': only the initial policy (empty) is supported as reference",
                 rl.ref_model);
-    s.ref = copy_of(*s.policy);
+    s.ref = copy_of(*s.policy, s.job.model.overrides);
   }
-  if (rl.max_offpolicy_steps > 0) s.staging = copy_of(*s.policy);
+  if (rl.max_offpolicy_steps > 0) s.staging = copy_of(*s.policy, s.job.model.overrides);
   s.opt = std::make_unique<optim::Optimizer>(optim::to_param_refs(s.policy->named_parameters()),
                                              train::optimizer_config_from_job(job));
   s.sched = std::make_unique<optim::LRScheduler>(train::lr_config_from_job(job), job.training.steps);

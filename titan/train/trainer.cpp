@@ -163,7 +163,13 @@ void Trainer::build() {
     model_ = std::make_unique<models::Decoder>(mcfg);
     init(*model_);
   }
-  // Component overrides; the job config records their resolved form (config.toml).
+  // Component overrides; the job config records their resolved form (config.toml). A
+  // model.hf_config written by a titan export brings the overrides its run recorded,
+  // unless model.overrides names others.
+  if (job_.model.overrides.empty() && !job_.model.hf_config.empty()) {
+    const std::string hf_path = config::resolve_data_path(job_.model.hf_config);
+    job_.model.overrides = models::hf_recorded_overrides(load_hf_config(hf_path), hf_path);
+  }
   job_.model.overrides = models::apply_overrides(*model_, job_.model.overrides);
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
@@ -461,7 +467,10 @@ void Trainer::write_hf_export(const models::Decoder& model) {
   const std::string dir = dump_ + "/hf";
   create_output_dir(dir, "checkpoint.export_hf (<job.dump_folder>/hf)");
   save_safetensors(dir + "/model.safetensors", models::hf_state_dict(model));
-  save_hf_config(dir + "/config.json", models::config_to_hf(model.config()));
+  HFConfig hf = models::config_to_hf(model.config());
+  // The overrides the model ran with, which a loader of the export applies again.
+  if (!job_.model.overrides.empty()) hf.extra[models::kHfOverridesKey] = job_.model.overrides;
+  save_hf_config(dir + "/config.json", hf);
   const std::string tp = job_.model.tokenizer_path;
   if (tp.empty() || data::is_builtin_tokenizer(tp)) {
     // A built-in tokenizer has no file: name it so load_tokenizer(dir) finds it.

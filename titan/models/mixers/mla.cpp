@@ -7,6 +7,7 @@
 
 #include "titan/autograd/node.h"
 #include "titan/kernels/cpu/attention.h"
+#include "titan/models/common/overrides.h"
 #include "titan/models/common/rope_yarn.h"
 #include "titan/ops/attention.h"
 #include "titan/ops/join.h"
@@ -73,8 +74,14 @@ MultiHeadLatentAttention::Projected MultiHeadLatentAttention::project(const Tens
   Tensor ckv = kv_a_proj_with_mqa->forward(x);
   p.c = kv_a_layernorm->forward(ckv.narrow(1, 0, kvr_).contiguous());
   Tensor k_rope = ckv.narrow(1, kvr_, rope_dim_).contiguous().view({T, 1, rope_dim_});
-  std::tie(p.q_rope, p.k_rope) = apply_rotary(q_rope, k_rope, batch.positions, *rope_,
-                                              interleave_ ? RopeStyle::interleaved : RopeStyle::rotate_half);
+  const RopeStyle style = interleave_ ? RopeStyle::interleaved : RopeStyle::rotate_half;
+  if (composed_rope) {
+    count_override_call("rope", "composed");
+    p.q_rope = composed::apply_rotary(q_rope, batch.positions, *rope_, style);
+    p.k_rope = composed::apply_rotary(k_rope, batch.positions, *rope_, style);
+  } else {
+    std::tie(p.q_rope, p.k_rope) = apply_rotary(q_rope, k_rope, batch.positions, *rope_, style);
+  }
   return p;
 }
 
@@ -89,7 +96,12 @@ Tensor MultiHeadLatentAttention::forward(const Tensor& x, const ForwardBatch& ba
     AttentionOptions opts;
     opts.scale = scale_;
     opts.block_size = batch.attn_block_size;
-    out = scaled_dot_product_attention_varlen(qq, kk, vv, batch.cu_seqlens, opts);
+    if (reference_attention) {
+      count_override_call("attention", "reference");
+      out = composed::scaled_dot_product_attention_varlen(qq, kk, vv, batch.cu_seqlens, opts);
+    } else {
+      out = scaled_dot_product_attention_varlen(qq, kk, vv, batch.cu_seqlens, opts);
+    }
   } else {
     TITAN_CHECK(!autograd::GradMode::enabled() || !x.requires_grad(),
                 "MultiHeadLatentAttention: the paged-cache path runs without autograd (use NoGradGuard)");
@@ -161,17 +173,26 @@ Tensor MultiHeadLatentAttention::paged_attention(const Tensor& q, const Tensor& 
     float* kpp = kpages.data<float>();
     float* vpp = vpages.data<float>();
     const int64_t qk = nope_ + rope_dim_, w = nope_ + vd_;
+    // Per token and head: k's nope, rope and zero ranges (strided by B) and v's row, as
+    // straight loops and copies (the decode step's largest cost after kv_b_proj).
+    const size_t vbytes = sizeof(float) * static_cast<size_t>(vd_), vpad = sizeof(float) * static_cast<size_t>(Dp_ - vd_);
     for (int64_t p = 0; p < nblk * B; ++p) {
       const int64_t blk = p / B, off = p % B;
-      const bool filled = p < P;
+      const float* kr = KRp + p * rope_dim_;
       for (int64_t h = 0; h < H_; ++h) {
-        const float* src = filled ? kvp + (p * H_ + h) * w : nullptr;
         float* kd = kpp + ((blk * H_ + h) * Dp_) * B + off;
         float* vd = vpp + ((blk * H_ + h) * B + off) * Dp_;
-        for (int64_t d = 0; d < Dp_; ++d) {
-          kd[d * B] = !filled ? 0.0f : d < nope_ ? src[d] : d < qk ? KRp[p * rope_dim_ + d - nope_] : 0.0f;
-          vd[d] = filled && d < vd_ ? src[nope_ + d] : 0.0f;
+        if (p >= P) {
+          for (int64_t d = 0; d < Dp_; ++d) kd[d * B] = 0.0f;
+          std::memset(vd, 0, sizeof(float) * static_cast<size_t>(Dp_));
+          continue;
         }
+        const float* src = kvp + (p * H_ + h) * w;
+        for (int64_t d = 0; d < nope_; ++d) kd[d * B] = src[d];
+        for (int64_t d = nope_; d < qk; ++d) kd[d * B] = kr[d - nope_];
+        for (int64_t d = qk; d < Dp_; ++d) kd[d * B] = 0.0f;
+        std::memcpy(vd, src + nope_, vbytes);
+        if (vpad) std::memset(vd + vd_, 0, vpad);
       }
     }
     const int64_t n = static_cast<int64_t>(toks.size());

@@ -44,6 +44,11 @@ class MultiHeadLatentAttention : public Mixer {
   void repack_for_decode() override;
   // The softmax scale (see above).
   double softmax_scale() const { return scale_; }
+  // Component overrides (models/common/overrides.h): the composed reference attention
+  // instead of the flash kernel (trainer path; not a dsa layer's core), the composed
+  // RoPE (composed::apply_rotary, the same bits) instead of the fused kernel on q_rope
+  // and k_rope (both paths, dsa included).
+  bool reference_attention = false, composed_rope = false;
 
   Linear *q_proj = nullptr, *q_a_proj = nullptr, *q_b_proj = nullptr;
   RMSNorm* q_a_layernorm = nullptr;
