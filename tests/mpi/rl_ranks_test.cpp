@@ -22,12 +22,15 @@
 //    resumes on 3, to the same final checkpoint bytes as the uninterrupted run;
 //  - unsupported layouts are a one-line error on every rank before any work;
 //  - a step whose rollouts all fail on the generator stops every rank with the same
-//    error (no rank waits for the others).
+//    error (no rank waits for the others);
+//  - the generator rank killed with SIGKILL mid-run (the trainers wait for its next
+//    step's work) stops the job within a bounded time, naming the signal.
 #include <gtest/gtest.h>
 
 #include <fmt/core.h>
 
 #include <chrono>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -211,4 +214,35 @@ TEST(RLRanks, FailedRolloutsStopEveryRank) {
         << "rank " << r << ":\n"
         << out;
   EXPECT_EQ(read_metrics(dump).size(), 1u);  // the step-0 validation row only
+}
+
+TEST(RLRanks, KilledGeneratorRankStopsTheJob) {
+  const std::string dump = fresh_dir("rl_ranks_kill");
+  const std::string log = dump + "/log.txt";
+  setenv("TITAN_COLLECTIVE_TIMEOUT_S", "60", 1);
+  std::vector<std::string> args = rl_args(100000, dump, "");
+  args.push_back("--generator.max_tokens=48");
+  Proc job(titan_argv(3, args), log);
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  while (file_bytes(log).find("step    2 |") == std::string::npos) {
+    ASSERT_FALSE(job.exited()) << file_bytes(log);
+    ASSERT_LT(Clock::now() - t0, std::chrono::seconds(120)) << file_bytes(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  pid_t generator = -1;
+  for (pid_t p : titan_children(job.pid))
+    if (world_rank_of(p) == 2) generator = p;
+  ASSERT_GT(generator, 0) << "no rank 2 among the children of mpirun " << job.pid;
+  ::kill(generator, SIGKILL);
+  t0 = Clock::now();
+  while (!job.exited()) {
+    ASSERT_LT(Clock::now() - t0, std::chrono::seconds(90)) << "the job did not stop:\n" << file_bytes(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::string out = file_bytes(log);
+  EXPECT_NE(job.exit_code(), 0) << out;
+  EXPECT_NE(out.find("exited on signal 9"), std::string::npos) << out;
+  EXPECT_TRUE(titan_children(getpid()).empty());
+  std::cout << "job stopped " << std::chrono::duration<double>(Clock::now() - t0).count() << " s after the kill\n";
 }
