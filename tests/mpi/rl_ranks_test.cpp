@@ -24,7 +24,8 @@
 //  - a step whose rollouts all fail on the generator stops every rank with the same
 //    error (no rank waits for the others);
 //  - the generator rank killed with SIGKILL mid-run (the trainers wait for its next
-//    step's work) stops the job within a bounded time, naming the signal.
+//    step's work) stops the job within a bounded time, naming the signal; SIGTERM to
+//    every rank ends all of them after the same step, with its checkpoint (exit 130).
 #include <gtest/gtest.h>
 
 #include <fmt/core.h>
@@ -216,33 +217,68 @@ TEST(RLRanks, FailedRolloutsStopEveryRank) {
   EXPECT_EQ(read_metrics(dump).size(), 1u);  // the step-0 validation row only
 }
 
-TEST(RLRanks, KilledGeneratorRankStopsTheJob) {
-  const std::string dump = fresh_dir("rl_ranks_kill");
-  const std::string log = dump + "/log.txt";
+// A long random-init run under mpirun -np 3 (output in LOG), once its step-2 line is out.
+using Clock = std::chrono::steady_clock;
+std::unique_ptr<Proc> start_long_run(const std::string& dump, const std::string& log) {
   setenv("TITAN_COLLECTIVE_TIMEOUT_S", "60", 1);
   std::vector<std::string> args = rl_args(100000, dump, "");
   args.push_back("--generator.max_tokens=48");
-  Proc job(titan_argv(3, args), log);
-  using Clock = std::chrono::steady_clock;
-  auto t0 = Clock::now();
+  auto job = std::make_unique<Proc>(titan_argv(3, args), log);
+  const auto t0 = Clock::now();
   while (file_bytes(log).find("step    2 |") == std::string::npos) {
-    ASSERT_FALSE(job.exited()) << file_bytes(log);
-    ASSERT_LT(Clock::now() - t0, std::chrono::seconds(120)) << file_bytes(log);
+    EXPECT_FALSE(job->exited()) << file_bytes(log);
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(120)) << file_bytes(log);
+    if (job->exited() || Clock::now() - t0 > std::chrono::seconds(120)) return nullptr;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  pid_t generator = -1;
-  for (pid_t p : titan_children(job.pid))
-    if (world_rank_of(p) == 2) generator = p;
-  ASSERT_GT(generator, 0) << "no rank 2 among the children of mpirun " << job.pid;
-  ::kill(generator, SIGKILL);
-  t0 = Clock::now();
+  return job;
+}
+
+// Waits for the job's end; false after 90 s.
+bool wait_for_exit(Proc& job) {
+  const auto t0 = Clock::now();
   while (!job.exited()) {
-    ASSERT_LT(Clock::now() - t0, std::chrono::seconds(90)) << "the job did not stop:\n" << file_bytes(log);
+    if (Clock::now() - t0 > std::chrono::seconds(90)) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  std::cout << "job stopped " << std::chrono::duration<double>(Clock::now() - t0).count() << " s after the signal\n";
+  return true;
+}
+
+TEST(RLRanks, KilledGeneratorRankStopsTheJob) {
+  const std::string dump = fresh_dir("rl_ranks_kill");
+  const std::string log = dump + "/log.txt";
+  std::unique_ptr<Proc> job = start_long_run(dump, log);
+  ASSERT_TRUE(job);
+  pid_t generator = -1;
+  for (pid_t p : titan_children(job->pid))
+    if (world_rank_of(p) == 2) generator = p;
+  ASSERT_GT(generator, 0) << "no rank 2 among the children of mpirun " << job->pid;
+  ::kill(generator, SIGKILL);
+  ASSERT_TRUE(wait_for_exit(*job)) << "the job did not stop:\n" << file_bytes(log);
   const std::string out = file_bytes(log);
-  EXPECT_NE(job.exit_code(), 0) << out;
+  EXPECT_NE(job->exit_code(), 0) << out;
   EXPECT_NE(out.find("exited on signal 9"), std::string::npos) << out;
   EXPECT_TRUE(titan_children(getpid()).empty());
-  std::cout << "job stopped " << std::chrono::duration<double>(Clock::now() - t0).count() << " s after the kill\n";
+}
+
+TEST(RLRanks, SigtermOnEveryRankSavesACheckpointAndStops) {
+  // A scheduler's stop (SIGTERM to every task): the generator's decision travels with
+  // the next step's work, every rank ends after that step, rank 0 saves it.
+  const std::string dump = fresh_dir("rl_ranks_sigterm");
+  const std::string log = dump + "/log.txt";
+  std::unique_ptr<Proc> job = start_long_run(dump, log);
+  ASSERT_TRUE(job);
+  const std::vector<pid_t> ranks = titan_children(job->pid);
+  ASSERT_EQ(ranks.size(), 3u);
+  for (pid_t p : ranks) ::kill(p, SIGTERM);
+  ASSERT_TRUE(wait_for_exit(*job)) << "the job did not stop:\n" << file_bytes(log);
+  const std::string out = file_bytes(log);
+  EXPECT_EQ(job->exit_code(), 130) << out;
+  const std::vector<json> rows = read_metrics(dump);
+  ASSERT_GE(rows.size(), 3u) << out;  // step 0 (validation), 1, 2, ...
+  const int64_t last = rows.back()["step"].get<int64_t>();
+  EXPECT_TRUE(std::filesystem::exists(dump + "/checkpoint/step-" + std::to_string(last) + "/model.safetensors"))
+      << "no checkpoint of the last step " << last << ":\n"
+      << out;
 }

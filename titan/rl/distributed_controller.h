@@ -30,6 +30,10 @@
 // tensors, gathered from the shards), so a run saved on N ranks resumes on 1 and
 // vice versa; every rank reads the newest one on resume.
 //
+// Stopping: the generator decides (SIGINT/SIGTERM, which mpirun forwards to every
+// rank, or RLRunOptions::stop_after_steps) and sends the decision with the step's
+// work; every rank then ends after that step (rank 0 saves the checkpoint).
+//
 // Failures: every rank raises the same titan::Error for a bad layout before any work
 // (resolve_rl_ranks); an error during the run ends the job through
 // distributed::finish (MPI_Abort), so no rank waits forever on a dead peer.
