@@ -1,6 +1,7 @@
 // Helpers of the tests that launch `titan` under mpirun (ctest label mpi): a child
 // process with its output in a log file, the mpirun command line, metrics rows.
 #pragma once
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,42 @@ struct Proc {
     }
   }
 };
+
+// Pids of the `titan` processes whose parent is `parent` (the ranks of an mpirun).
+inline std::vector<pid_t> titan_children(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream f("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat;
+    std::getline(f, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || stat.find("(titan)") == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+// The MPI world rank of a process started by mpirun (OMPI_COMM_WORLD_RANK in its
+// environment), or -1.
+inline int world_rank_of(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string env(std::istreambuf_iterator<char>(f), {});
+  const std::string key = "OMPI_COMM_WORLD_RANK=";
+  for (size_t at = 0; at < env.size(); at = env.find('\0', at) + 1) {
+    if (env.compare(at, key.size(), key) == 0) return std::atoi(env.c_str() + at + key.size());
+    if (env.find('\0', at) == std::string::npos) break;
+  }
+  return -1;
+}
 
 // Runs to the end; returns the exit code (output in log).
 inline int run(const std::vector<std::string>& argv, const std::string& log) {

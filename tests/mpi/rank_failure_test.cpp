@@ -5,41 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <dirent.h>
-
-#include <sstream>
 #include <thread>
 
 #include "tests/mpi/mpi_run.h"
 
 using namespace titan::test;
-
-namespace {
-
-// Pids of the `titan` processes whose parent is `parent`.
-std::vector<pid_t> titan_children(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (!d) return out;
-  while (dirent* e = readdir(d)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream f("/proc/" + std::string(e->d_name) + "/stat");
-    std::string stat;
-    std::getline(f, stat);
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos || stat.find("(titan)") == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 2));
-    char state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent) out.push_back(pid);
-  }
-  closedir(d);
-  return out;
-}
-
-}  // namespace
 
 TEST(RankFailure, KilledRankStopsTheJob) {
   const std::string dump = fresh_dir("kill");

@@ -27,7 +27,8 @@ std::string why(const std::string& pattern, std::string_view command) {
   if (pattern == "metrics.save_tb_folder") return "metrics.enable_tensorboard is false";
   if (pattern == "parallelism.enable_sequence_parallel" && command == "train")
     return "sequence parallelism applies with parallelism.tensor_parallel_degree > 1 only";
-  if (pattern.rfind("parallelism.", 0) == 0) return "titan rl runs on one rank";
+  if (pattern.rfind("parallelism.pipeline_parallel_", 0) == 0) return "the RL trainer runs no pipeline stages";
+  if (pattern == "parallelism.enable_sequence_parallel") return "the RL trainer runs no tensor parallelism";
   if (command == "train") {
     if (pattern == "generator." || pattern == "rl.") return "it is read by titan rl (titan generate has its own options)";
   }
@@ -101,7 +102,9 @@ std::vector<std::string> unused_fields(const JobConfig& c, std::string_view comm
          "training.activation_checkpoint", "training.host_cache_mb",
          "training.task",             "training.task_config",
          "validation.",               "checkpoint.export_hf",
-         "metrics.peak_flops",        "parallelism."};
+         "metrics.peak_flops",        "parallelism.enable_sequence_parallel",
+         "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_microbatch_size",
+         "parallelism.pipeline_parallel_layers_per_stage"};
   add_common(c, out);
   if (!c.rl.dynamic_sampling) out.push_back("rl.max_sampling_rounds");
   if (c.rl.kl_coef == 0.0) out.push_back("rl.ref_model");

@@ -157,6 +157,7 @@ void validate_rl(const RLConfig& r) {
   positive(r.microbatch_tokens, "rl.microbatch_tokens");
   positive(r.max_sampling_rounds, "rl.max_sampling_rounds");
   in_unit(r.max_error_fraction, "rl.max_error_fraction", true);
+  positive(r.num_generators, "rl.num_generators");
 }
 
 // Every floating-point field, wherever it is: NaN and infinities are refused by name

@@ -175,7 +175,8 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(int64_t, val_samples, 64, "validation episodes (the first n of the environment's validation split, greedy) per val_reward") \
   X(int64_t, microbatch_tokens, 4096, "most packed tokens per trainer forward/backward (gradients accumulate over microbatches)") \
   X(int64_t, max_sampling_rounds, 4, "DAPO dynamic sampling: most generation rounds per step to fill rollouts_per_step") \
-  X(double, max_error_fraction, 0.5, "the run stops with an error when more than this share of a step's rollouts failed (status error or a reward function that raised); 1 = never")
+  X(double, max_error_fraction, 0.5, "the run stops with an error when more than this share of a step's rollouts failed (status error or a reward function that raised); 1 = never") \
+  X(int, num_generators, 1, "generator replicas (TitanRL's num_generators): under mpirun each runs on its own rank after the trainer's ranks; on one process the generator shares the rank")
 
 #define TITAN_PARALLELISM_FIELDS(X)                                                                      \
   X(int, data_parallel_replicate_degree, 1, "dp_replicate: data-parallel replicas (HSDP's outer dimension; each holds a full, or dp_shard-sharded, copy)") \

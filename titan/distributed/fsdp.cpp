@@ -277,6 +277,17 @@ void FullyShard::reduce_gradients() {
   reshard_all();
 }
 
+void FullyShard::skip_microbatch() {
+  unshard(*units_[0]);
+  for (size_t i = 1; i < units_.size(); ++i) {  // forward: pre_forward / post_forward hooks
+    unshard(*units_[i]);
+    reshard(*units_[i]);
+  }
+  for (size_t i = units_.size(); i-- > 1;) pre_backward(i);  // the FsdpPreBackward nodes
+  for (Param* p : params_) p->full.set_grad(Tensor::full(p->full.shape(), -0.0));
+  reduce_gradients();
+}
+
 float FullyShard::grad_norm() {
   double norm_sq = 0.0;
   for (double sp : grad_norm_sq_parts()) norm_sq += sp;

@@ -77,6 +77,15 @@ class FullyShard {
   // After a microbatch's backward: reduces every full gradient into the shards'
   // gradients (header comment) and frees all full parameters and gradients.
   void reduce_gradients();
+  // A microbatch without data, for a rank that has fewer microbatches in a step than
+  // its dp peers: takes part in exactly the collectives of one forward + backward +
+  // reduce_gradients() (the root and every block gathered in forward order, the blocks
+  // again in backward order, then the gradient reduction), contributing a gradient of
+  // -0.0 for every parameter. -0.0 is the identity of IEEE addition (x + -0.0 == x
+  // for every x, +0.0 and -0.0 included), so the shards' gradients keep the bits of
+  // the microbatches the other ranks processed. Needs the peers' real microbatches to
+  // give every parameter a gradient (true for a decoder's whole-model loss).
+  void skip_microbatch();
   // Gathers every unit: the module's parameters hold their full values (export,
   // sampling); block hooks still free a block after its forward.
   void unshard_all();

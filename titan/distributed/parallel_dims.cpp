@@ -80,18 +80,4 @@ void refuse_unimplemented(const MeshShape& s) {
               "expert parallelism composes with data parallelism (FSDP/HSDP) only", s.ep, s.tp, s.pp);
 }
 
-void require_single_rank(const config::JobConfig& job, int world_size, const char* command) {
-  const config::ParallelismConfig& p = job.parallelism;
-  TITAN_CHECK(world_size == 1, "{} runs on one rank; it was started on {} ranks", command, world_size);
-  for (auto [v, key] : {std::pair{p.data_parallel_replicate_degree, "data_parallel_replicate_degree"},
-                        std::pair{p.tensor_parallel_degree, "tensor_parallel_degree"},
-                        std::pair{p.pipeline_parallel_degree, "pipeline_parallel_degree"},
-                        std::pair{p.context_parallel_degree, "context_parallel_degree"},
-                        std::pair{p.expert_parallel_degree, "expert_parallel_degree"}})
-    TITAN_CHECK(v == 1, "{} runs on one rank: parallelism.{}={} is not supported", command, key, v);
-  TITAN_CHECK(p.data_parallel_shard_degree == 1 || p.data_parallel_shard_degree == -1,
-              "{} runs on one rank: parallelism.data_parallel_shard_degree={} is not supported", command,
-              p.data_parallel_shard_degree);
-}
-
 }  // namespace titan::distributed

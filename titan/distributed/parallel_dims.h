@@ -33,8 +33,4 @@ MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, co
 // degree is accepted and then ignored.
 void refuse_unimplemented(const MeshShape& shape);
 
-// For commands that run on one rank only (`command`, e.g. "titan rl"): throws
-// titan::Error unless world_size is 1 and every [parallelism] degree is 1 (or -1).
-void require_single_rank(const config::JobConfig& job, int world_size, const char* command);
-
 }  // namespace titan::distributed

@@ -10,7 +10,6 @@
 
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
-#include "titan/distributed/parallel_dims.h"
 #include "titan/checkpoint/hf_weights.h"
 #include "titan/checkpoint/sharded.h"
 #include "titan/config/resolve.h"
@@ -22,6 +21,7 @@
 #include "titan/models/family.h"
 #include "titan/optim/grad_clip.h"
 #include "titan/rl/controller_state.h"
+#include "titan/rl/distributed_controller.h"
 #include "titan/rl/weight_sync.h"
 #include "titan/train/trainer.h"
 
@@ -117,6 +117,7 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
     : st_(std::make_unique<State>()) {
   State& s = *st_;
   config::validate(job);
+  const RLRanks layout = resolve_rl_ranks(job, distributed::world()->size());
   s.job = job;
   const auto& rl = job.rl;
   TITAN_CHECK(rl.rollouts_per_step % rl.group_size == 0, "rl.rollouts_per_step={} must be a multiple of rl.group_size={}",
@@ -178,6 +179,7 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   us.temperature = gs.rollout.sampling.logprob_temperature();
   us.microbatch_tokens = rl.microbatch_tokens;
   s.ckpt_folder = s.dump + "/" + job.checkpoint.folder;
+  if (layout.world_size > 1) s.setup_ranks(layout);
 }
 
 RLController::~RLController() = default;
@@ -201,6 +203,10 @@ double RLController::State::validate(json* row) {
 }
 
 void RLController::State::save_checkpoint(int64_t step, const DatasetState& ds) {
+  if (ranks) {
+    save_checkpoint_ranks(step, ds);
+    return;
+  }
   if (!ckpt)
     ckpt = std::make_unique<CheckpointManager>(ckpt_folder, job.checkpoint.keep_latest_k,
                                                job.checkpoint.async_mode == config::AsyncMode::async);
@@ -214,50 +220,52 @@ void RLController::State::save_checkpoint(int64_t step, const DatasetState& ds) 
   ckpt->save(policy->named_parameters(), opt->state_dict(), t);
 }
 
+void RLController::State::load_policy(const LoadedCheckpoint& c) {
+  autograd::NoGradGuard ng;
+  for (auto& [name, p] : policy->named_parameters()) {
+    auto it = c.model.find(name);
+    TITAN_CHECK(it != c.model.end(), "checkpoint {}: model tensor '{}' missing", c.path, name);
+    TITAN_CHECK(it->second.shape() == p.shape(), "checkpoint {}: '{}' has shape {}, the model expects {}", c.path,
+                name, shape_str(it->second.shape()), shape_str(p.shape()));
+    Tensor dst = p;
+    dst.copy_(it->second);
+  }
+}
+
 bool RLController::State::try_resume() {
   if (!job.checkpoint.resume) return false;
   auto latest = CheckpointManager::latest(ckpt_folder);
   if (!latest) return false;
   LoadedCheckpoint c = CheckpointManager::load(*latest);
-  {
-    autograd::NoGradGuard ng;
-    for (auto& [name, p] : policy->named_parameters()) {
-      auto it = c.model.find(name);
-      TITAN_CHECK(it != c.model.end(), "checkpoint {}: model tensor '{}' missing", *latest, name);
-      TITAN_CHECK(it->second.shape() == p.shape(), "checkpoint {}: '{}' has shape {}, the model expects {}", *latest,
-                  name, shape_str(it->second.shape()), shape_str(p.shape()));
-      Tensor dst = p;
-      dst.copy_(it->second);
-    }
+  if (ranks) {
+    load_checkpoint_ranks(c);
+  } else {
+    load_policy(c);
+    optim::NamedTensors ost(c.optimizer.begin(), c.optimizer.end());
+    opt->load_state_dict(ost);
+    sync_weights(*policy, *gen);
+    if (staging) sync_weights(*policy, *staging);
   }
-  optim::NamedTensors ost(c.optimizer.begin(), c.optimizer.end());
-  opt->load_state_dict(ost);
   dataset->load_state(DatasetState::from_json(c.state.extra.at("dataset")));
   policy_version = c.state.extra.at("policy_version").get<int64_t>();
   start_step = c.state.step;
-  sync_weights(*policy, *gen);
-  if (staging) sync_weights(*policy, *staging);
   if (print) fmt::print("resumed from {} (step {}, policy version {})\n", *latest, start_step, policy_version);
   return true;
 }
 
-json RLController::State::train_and_log(StepWork& work, int64_t step, const std::function<void()>& sync,
-                                        RLResult& res, train::MetricsLogger& metrics, std::FILE* rollouts_log,
-                                        bool stop_now) {
-  StepRollouts& b = work.rollouts;
-  const int64_t total = job.training.steps;
-  const int64_t done = step + 1;
-  // ---- failed rollouts: counted by reason every step; too many stop the run before
-  // an update is made from them.
+std::map<std::string, int64_t> RLController::State::account_rollout_errors(const StepRollouts& b, int64_t done,
+                                                                            RLResult* res, std::FILE* rollouts_log) {
+  // Counted by reason every step; too many stop the run before an update is made
+  // from them.
   const std::map<std::string, int64_t> errors = rollout_error_counts(b);
   int64_t n_errors = 0;
   std::string reasons;
   for (const auto& [reason, n] : errors) {
     n_errors += n;
-    res.rollout_errors[reason] += n;
+    if (res) res->rollout_errors[reason] += n;
     reasons += fmt::format("{}{} x {}", reasons.empty() ? "" : "; ", n, reason);
   }
-  res.rollouts += static_cast<int64_t>(b.all.size());
+  if (res) res->rollouts += static_cast<int64_t>(b.all.size());
   if (n_errors > 0 && print) {
     fmt::print("step {:>4} | {} of {} rollouts failed: {}\n", done, n_errors, b.all.size(), reasons);
     std::fflush(stdout);
@@ -267,6 +275,18 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
     fail("step {}: {} of {} rollouts failed, more than rl.max_error_fraction={}: {} (each one in {}/rollouts.jsonl)",
          done, n_errors, b.all.size(), job.rl.max_error_fraction, reasons, dump);
   }
+  return errors;
+}
+
+json RLController::State::train_and_log(StepWork& work, int64_t step, const std::function<void()>& sync,
+                                        RLResult& res, train::MetricsLogger& metrics, std::FILE* rollouts_log,
+                                        bool stop_now) {
+  StepRollouts& b = work.rollouts;
+  const int64_t total = job.training.steps;
+  const int64_t done = step + 1;
+  const std::map<std::string, int64_t> errors = account_rollout_errors(b, done, &res, rollouts_log);
+  int64_t n_errors = 0;
+  for (const auto& e : errors) n_errors += e.second;
   // ---- train: forward, loss, backward, clip, AdamW step.
   auto t0 = Clock::now();
   std::vector<const TokenRollout*> kept;
@@ -277,12 +297,19 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   }
   opt->zero_grad();
   const double lr = sched->lr(step, job.optimizer.lr);
-  PolicyUpdateStats us = policy_update_backward(*policy, ref.get(), kept, b.advantages, update_settings);
+  distributed::FullyShard* fsdp = ranks ? ranks->fsdp.get() : nullptr;
+  DataParallelShare share;
+  if (fsdp) share = {fsdp, &ranks->mesh->group(distributed::MeshDim::dp_shard)};
+  PolicyUpdateStats us = policy_update_backward(*policy, ref.get(), kept, b.advantages, update_settings,
+                                                fsdp ? &share : nullptr);
   double gnorm = 0;
   bool skipped = false;
   if (us.tokens > 0) {
     auto refs = opt->param_refs();
-    gnorm = job.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job.training.max_norm) : optim::grad_norm(refs);
+    if (fsdp)
+      gnorm = job.training.max_norm > 0 ? fsdp->clip_grad_norm_(job.training.max_norm) : fsdp->grad_norm();
+    else
+      gnorm = job.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job.training.max_norm) : optim::grad_norm(refs);
     skipped = !train::nonfinite_step_guard(step + 1, us.loss, gnorm, job.training.skip_nonfinite_steps);
     if (!skipped) {
       sched->apply(*opt, step);
@@ -339,6 +366,7 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
               {"grad_norm", gnorm},
               {"lr", lr},
               {"trained_tokens", us.tokens},
+              {"microbatches", us.microbatches},
               {"rollouts", static_cast<int64_t>(b.all.size())},
               {"groups_dropped", b.groups_dropped},
               {"sampling_rounds", b.rounds},
@@ -360,7 +388,7 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   const bool last = done == total;
   if (job.rl.val_freq > 0 && (done % job.rl.val_freq == 0 || last)) {
     auto tv = Clock::now();
-    res.val_reward_final = validate(&row);
+    res.val_reward_final = validation(&row);
     row["val_reward"] = res.val_reward_final;
     row["val_ms"] = ms_since(tv);
   }
@@ -405,65 +433,79 @@ void RLController::State::run_sync(const RLRunOptions& o, RLResult& res, train::
 
 RLResult RLController::run(const RLRunOptions& o) {
   State& s = *st_;
-  s.print = o.print;
+  // Several ranks: rank 0 prints and writes metrics.jsonl and config.toml, the
+  // generator rank writes rollouts.jsonl (distributed_controller.h).
+  s.print = o.print && s.writes_metrics();
   RLResult res;
   res.dump_folder = s.dump;
-  config::save_config(s.job);
+  if (s.writes_metrics()) config::save_config(s.job);
   const bool resumed = s.try_resume();
   if (resumed) {
-    truncate_jsonl_after(s.dump + "/metrics.jsonl", s.start_step);
-    truncate_jsonl_after(s.dump + "/rollouts.jsonl", s.start_step);
+    if (s.writes_metrics()) truncate_jsonl_after(s.dump + "/metrics.jsonl", s.start_step);
+    if (s.writes_rollouts()) truncate_jsonl_after(s.dump + "/rollouts.jsonl", s.start_step);
   }
-  train::MetricsLogger metrics(s.dump + "/metrics.jsonl", resumed, s.job.metrics.jsonl);
-  if (s.job.metrics.enable_tensorboard) metrics.enable_tensorboard(s.dump + "/" + s.job.metrics.save_tb_folder);
-  std::FILE* rollouts_log = std::fopen((s.dump + "/rollouts.jsonl").c_str(), resumed ? "a" : "w");
-  TITAN_CHECK(rollouts_log != nullptr, "titan rl: cannot open {}/rollouts.jsonl for writing", s.dump);
+  train::MetricsLogger metrics(s.dump + "/metrics.jsonl", resumed, s.job.metrics.jsonl && s.writes_metrics());
+  if (s.job.metrics.enable_tensorboard && s.writes_metrics())
+    metrics.enable_tensorboard(s.dump + "/" + s.job.metrics.save_tb_folder);
+  std::FILE* rollouts_log = nullptr;
+  if (s.writes_rollouts()) {
+    rollouts_log = std::fopen((s.dump + "/rollouts.jsonl").c_str(), resumed ? "a" : "w");
+    TITAN_CHECK(rollouts_log != nullptr, "titan rl: cannot open {}/rollouts.jsonl for writing", s.dump);
+  }
   auto prev_int = std::signal(SIGINT, on_signal);
   auto prev_term = std::signal(SIGTERM, on_signal);
   g_signal.store(0);
   if (s.print) {
     const auto& c = s.policy->config();
-    fmt::print("rl: env {} | {} {} params, {} layers, dim {}, vocab {} | init {} | {} | kernels {} | threads {}\n",
+    fmt::print("rl: env {} | {} {} params, {} layers, dim {}, vocab {} | init {} | {} | kernels {} | threads {}{}\n",
                s.rollouter->task().name, c.family, s.policy->num_parameters(), c.num_hidden_layers, c.hidden_size, c.vocab_size,
                s.init_desc,
                s.job.rl.max_offpolicy_steps > 0 ? fmt::format("async (max_offpolicy_steps {})", s.job.rl.max_offpolicy_steps)
                                                 : std::string("synchronous on-policy"),
-               kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads());
+               kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads(),
+               s.ranks ? fmt::format(" | {} ranks: trainer FSDP dp_shard {} on ranks 0-{}, generator on rank {}",
+                                     s.ranks->layout.world_size, s.ranks->layout.trainers,
+                                     s.ranks->layout.trainers - 1, s.ranks->generator_root())
+                       : std::string());
     std::fflush(stdout);
   }
   try {
     if (!resumed && s.job.rl.val_freq > 0) {
       auto tv = Clock::now();
       json row0 = {{"step", 0}};
-      res.val_reward_initial = res.val_reward_final = s.validate(&row0);
+      res.val_reward_initial = res.val_reward_final = s.validation(&row0);
       row0["val_reward"] = res.val_reward_initial;
       row0["val_ms"] = ms_since(tv);
       metrics.log(row0);
       if (s.print) fmt::print("step {:>4} | val_reward {:.4f} (before any update)\n", 0, res.val_reward_initial);
     }
     s.last_step_end = Clock::now();
-    if (s.job.rl.max_offpolicy_steps > 0)
+    if (s.ranks && s.ranks->is_generator())
+      s.run_generator(o, res, rollouts_log);
+    else if (s.ranks)
+      s.run_trainer(o, res, metrics);
+    else if (s.job.rl.max_offpolicy_steps > 0)
       s.run_async(o, res, metrics, rollouts_log);
     else
       s.run_sync(o, res, metrics, rollouts_log);
     if (s.ckpt) s.ckpt->wait();
   } catch (...) {
-    std::fclose(rollouts_log);
+    if (rollouts_log) std::fclose(rollouts_log);
     std::signal(SIGINT, prev_int);
     std::signal(SIGTERM, prev_term);
     throw;
   }
-  std::fclose(rollouts_log);
+  if (rollouts_log) std::fclose(rollouts_log);
   std::signal(SIGINT, prev_int);
   std::signal(SIGTERM, prev_term);
   return res;
 }
 
 int run_rl_job(const config::JobConfig& job) {
-  distributed::require_single_rank(job, distributed::world()->size(), "titan rl");
   auto t0 = Clock::now();
   RLController c(job);
   RLResult r = c.run();
+  if (distributed::world()->rank() != 0) return r.interrupted ? 130 : 0;  // rank 0 prints the summary
   const double secs = ms_since(t0) / 1000.0;
   fmt::print("done: {} steps in {:.1f} s | val_reward {:.4f} -> {:.4f} | max logprob_diff_max {:.3g} | "
              "offpolicy_lag_max {}\n",

@@ -40,6 +40,9 @@ struct StepWork {
   DatasetState dataset_after;  // dataset position after this step's samples (checkpointed)
 };
 
+struct RankGroups;  // distributed_controller.h
+struct RLRanks;
+
 struct RLController::State {
   config::JobConfig job;
   std::string dump;
@@ -76,10 +79,37 @@ struct RLController::State {
   void run_async(const RLRunOptions& o, RLResult& res, train::MetricsLogger& metrics, std::FILE* rollouts_log);
   bool print = true;
   Clock::time_point last_step_end;  // step_ms = wall time since the previous step ended
+
+  // Counts the step's failed rollouts by reason (into res->rollout_errors when given,
+  // a console line when printing) and throws titan::Error, after logging the step's
+  // rollouts, when more than rl.max_error_fraction of them failed.
+  std::map<std::string, int64_t> account_rollout_errors(const StepRollouts& b, int64_t done, RLResult* res,
+                                                         std::FILE* rollouts_log);
+  // Copies a checkpoint's model tensors into the full (unsharded) policy.
+  void load_policy(const LoadedCheckpoint& c);
+
+  // ---- several ranks (distributed_controller.cpp); ranks is null on one rank.
+  std::unique_ptr<RankGroups> ranks;
+  // Splits the world into trainer and generator ranks; on a trainer rank, shards the
+  // policy with FSDP (and builds the optimizer over the shards); drops what the rank
+  // does not use (the generator copy on trainers; optimizer and reference on generators).
+  void setup_ranks(const RLRanks& layout);
+  bool writes_metrics() const;      // rank 0 (or the single rank)
+  bool writes_rollouts() const;     // the generator rank (or the single rank)
+  // Greedy validation (validate()) where the generator runs; on trainer ranks of a
+  // multi-rank job, receives the generator's row values. Collective there.
+  double validation(nlohmann::json* row);
+  void send_weights();     // trainer ranks: gathered shards -> generator
+  void receive_weights();  // generator rank: -> policy -> sync_weights -> gen
+  void save_checkpoint_ranks(int64_t step, const DatasetState& ds);
+  void load_checkpoint_ranks(const LoadedCheckpoint& c);
+  void run_trainer(const RLRunOptions& o, RLResult& res, train::MetricsLogger& metrics);
+  void run_generator(const RLRunOptions& o, RLResult& res, std::FILE* rollouts_log);
 };
 
 // Appends the step's selected rollouts (the first of each group, every failed one)
-// to rollouts.jsonl. Returns how many were written.
+// to rollouts.jsonl (f null: nothing, on a rank that does not write it). Returns how
+// many were written.
 int64_t log_rollouts(std::FILE* f, const StepRollouts& b, int64_t step, int64_t group_size);
 
 // The failed rollouts of a step by reason: status error (its failure_reason) and

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "titan/distributed/fsdp.h"
+#include "titan/distributed/process_group.h"
 #include "titan/models/common/decoder.h"
 #include "titan/rl/policy_loss.h"
 #include "titan/rl/rollouter.h"
@@ -38,14 +40,32 @@ struct PolicyUpdateStats {
   int64_t sequences = 0, microbatches = 0;
 };
 
+// The trainer's data parallelism (FSDP over dp ranks, `titan rl` under mpirun). Every
+// dp rank is given the same rollouts; the step's microbatches are cut as on one rank,
+// and microbatch j is processed by dp rank j mod dp (the assignment of `titan train`),
+// so that FullyShard's rank-ordered gradient sum adds the microbatch gradients in the
+// order of a 1-rank run's accumulation (fsdp.h). A rank left without a microbatch in
+// the last round takes part through FullyShard::skip_microbatch. The statistics of
+// every microbatch are exchanged over `dp` and combined in microbatch order, so every
+// rank returns the 1-rank PolicyUpdateStats bit for bit.
+struct DataParallelShare {
+  distributed::FullyShard* fsdp = nullptr;  // the policy's parameters, sharded over dp
+  distributed::ProcessGroup* dp = nullptr;  // the dp group (dp_shard) of the trainer's mesh
+};
+
 // Forward + loss + backward over `rollouts[i]` with advantage advantages[i] (applied
 // to every completion token of every turn of that rollout). ref: the frozen reference
 // policy for the KL term (needed iff settings.loss.kl_coef > 0). Gradients are added
 // to policy's .grad (zero them before). Turns without completion tokens are skipped.
+// With `dp` (FSDP): gradients go to the FSDP shards' .grad instead, and the
+// collectives of `dp` run (DataParallelShare); every dp rank must call it with the
+// same arguments. Sums over tokens are formed per microbatch and then added in
+// microbatch order (with or without dp).
 // Throws titan::Error when sizes disagree (a turn whose logprobs count differs from
 // its completion_ids, advantages of another length, kl_coef > 0 without ref).
 PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::Decoder* ref,
                                          const std::vector<const TokenRollout*>& rollouts,
-                                         const std::vector<double>& advantages, const PolicyUpdateSettings& s);
+                                         const std::vector<double>& advantages, const PolicyUpdateSettings& s,
+                                         const DataParallelShare* dp = nullptr);
 
 }  // namespace titan::rl

@@ -67,6 +67,7 @@ std::map<std::string, int64_t> rollout_error_counts(const StepRollouts& b) {
 }
 
 int64_t log_rollouts(std::FILE* f, const StepRollouts& b, int64_t step, int64_t group_size) {
+  if (f == nullptr) return 0;  // a rank that does not write rollouts.jsonl
   std::vector<bool> kept(b.all.size(), false);
   for (int64_t i : b.kept) kept[static_cast<size_t>(i)] = true;
   int64_t n = 0;
