@@ -13,8 +13,9 @@
 //    gradient node gathers it again for the block's backward and frees the later blocks
 //    whose backward is done. Without it ("never") a forward that records autograd keeps
 //    the block gathered until its backward has run (one all-gather per block and
-//    microbatch instead of two, at the price of holding every block's full weights at
-//    the end of the forward); a forward without autograd (evaluation, or the no-grad
+//    microbatch instead of two; the buffers freed after the forward are held anyway by
+//    the views the block's autograd nodes saved, so the peak is the same); a forward
+//    without autograd (evaluation, or the no-grad
 //    first pass of activation checkpointing) still frees it. The root unit is gathered
 //    by unshard_root() before the step's forward and stays until reduce_gradients();
 //  - reduce_gradients(), after each microbatch's backward, reduces each full gradient
