@@ -269,6 +269,7 @@ std::vector<std::string> candidates(const FieldRef& f) {
           {"training.dataset", {"rl_task_sft", "text"}},
           {"rl.env", {"gsm8k", "alphabet_sort"}},
           {"parallelism.pipeline_parallel_schedule", {"GPipe", "Interleaved1F1B"}},
+          {"parallelism.fsdp_reshard_after_forward", {"never"}},
           {"rl.env_config", {R"({"num_samples": 64, "num_validation": 4, "max_names": 4})"}},
       };
       if (auto it = known.find(f.path); it != known.end())

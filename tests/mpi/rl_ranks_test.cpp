@@ -81,11 +81,14 @@ struct RLRun {
   std::vector<json> rows;
 };
 
-RLRun run_rl(int np, const std::string& name, int steps, const std::string& dump_in = "") {
+RLRun run_rl(int np, const std::string& name, int steps, const std::string& dump_in = "",
+             const std::vector<std::string>& extra = {}) {
   RLRun r;
   r.dump = dump_in.empty() ? fresh_dir(name) : dump_in;
   const std::string log = r.dump + "/log-" + std::to_string(np) + "-" + std::to_string(steps) + ".txt";
-  r.rc = run(titan_argv(np, rl_args(steps, r.dump, sft_export())), log);
+  std::vector<std::string> args = rl_args(steps, r.dump, sft_export());
+  args.insert(args.end(), extra.begin(), extra.end());
+  r.rc = run(titan_argv(np, args), log);
   r.log = file_bytes(log);
   if (r.rc == 0) r.rows = read_metrics(r.dump);
   return r;
@@ -152,6 +155,27 @@ TEST(RLRanks, FsdpTrainerAndGeneratorRankEqualOneRankBitwise) {
   for (size_t at = three.log.find("step    1 |"); at != std::string::npos; at = three.log.find("step    1 |", at + 1))
     ++lines;
   EXPECT_EQ(lines, 1u) << three.log;
+}
+
+TEST(RLRanks, FsdpReshardNeverEqualOneRankBitwise) {
+  // fsdp_reshard_after_forward=never keeps each block gathered from the training
+  // forward to its backward (skip_microbatch takes part in the same all-gathers); the
+  // gathered values are the shards' bits, so the run is the 1-rank run's, bit for bit.
+  const RLRun never = run_rl(3, "rl_ranks_never", kSteps, "", {"--parallelism.fsdp_reshard_after_forward=never"});
+  expect_same_run(one_rank(), never, "-np 3, fsdp_reshard_after_forward=never");
+  for (const json& row : never.rows) {
+    if (row.contains("loss")) {
+      EXPECT_EQ(row["logprob_diff_max"].get<double>(), 0.0) << row.dump();
+    }
+  }
+  // One process shards nothing: the key would be ignored.
+  const std::string dump = fresh_dir("rl_ranks_never_one");
+  std::vector<std::string> args = rl_args(kSteps, dump, "");
+  args.push_back("--parallelism.fsdp_reshard_after_forward=never");
+  EXPECT_EQ(run(titan_argv(0, args), dump + "/log.txt"), 2);
+  EXPECT_NE(file_bytes(dump + "/log.txt").find("parallelism.fsdp_reshard_after_forward=never needs FSDP"),
+            std::string::npos)
+      << file_bytes(dump + "/log.txt");
 }
 
 TEST(RLRanks, CheckpointsResumeAcrossLayouts) {

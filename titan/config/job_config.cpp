@@ -137,6 +137,9 @@ void validate_parallelism(const ParallelismConfig& p) {
   const std::string& s = p.pipeline_parallel_schedule;
   TITAN_CHECK(s == "GPipe" || s == "1F1B" || s == "Interleaved1F1B",
               "parallelism.pipeline_parallel_schedule='{}' is not one of: GPipe, 1F1B, Interleaved1F1B", s);
+  const std::string& r = p.fsdp_reshard_after_forward;
+  TITAN_CHECK(r == "default" || r == "always" || r == "never",
+              "parallelism.fsdp_reshard_after_forward='{}' is not one of: default, always, never", r);
 }
 
 void validate_rl(const RLConfig& r) {

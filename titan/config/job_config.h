@@ -181,6 +181,7 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
 #define TITAN_PARALLELISM_FIELDS(X)                                                                      \
   X(int, data_parallel_replicate_degree, 1, "dp_replicate: data-parallel replicas (HSDP's outer dimension; each holds a full, or dp_shard-sharded, copy)") \
   X(int, data_parallel_shard_degree, -1, "dp_shard: FSDP ranks sharding parameters, gradients and optimizer state on dim 0; -1 = the rest of the world") \
+  X(std::string, fsdp_reshard_after_forward, "default", "FSDP: free each block's gathered weights after its forward and gather them again for its backward: default (= always) | always | never (keep them until the block's backward: one all-gather per block instead of two)") \
   X(int, tensor_parallel_degree, 1, "tp: tensor-parallel ranks (Megatron colwise/rowwise)")               \
   X(bool, enable_sequence_parallel, true, "with tp > 1: norms and residuals sharded on the sequence over tp") \
   X(int, pipeline_parallel_degree, 1, "pp: pipeline stages (layer ranges) over ranks")                    \

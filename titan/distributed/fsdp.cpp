@@ -57,11 +57,12 @@ class FullyShard::Hook final : public nn::ForwardHook {
   Hook(FullyShard* fs, size_t unit) : fs_(fs), unit_(unit) {}
   void pre_forward(const nn::Module&) override { fs_->unshard(*fs_->units_[unit_]); }
   Tensor post_forward(const nn::Module&, Tensor out) override {
-    fs_->reshard(*fs_->units_[unit_]);
-    if (!autograd::GradMode::enabled() || !out.requires_grad()) return out;
+    const bool backward_follows = autograd::GradMode::enabled() && out.requires_grad();
+    fs_->post_forward(unit_, backward_follows);
+    if (!backward_follows) return out;
     // The output's gradient reaches this node before any node of the block (it has a
     // smaller seq than all of them and a larger one than the block's): gather the
-    // block's parameters again for its backward there.
+    // block's parameters again for its backward there (a no-op when they were kept).
     Tensor y = out.detach();
     FullyShard* fs = fs_;
     const size_t unit = unit_;
@@ -79,8 +80,9 @@ class FullyShard::Hook final : public nn::ForwardHook {
 
 FullyShard::FullyShard(nn::Module& root, const DeviceMesh& mesh,
                        const std::vector<std::pair<std::string, const nn::Module*>>& blocks,
-                       const std::function<bool(const std::string&)>& include)
+                       const std::function<bool(const std::string&)>& include, bool reshard_after_forward)
     : mesh_(mesh),
+      reshard_after_forward_(reshard_after_forward),
       shard_group_(mesh.group({MeshDim::dp_shard, MeshDim::cp})),
       dp_group_(mesh.group({MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp})) {
   units_.push_back(std::make_unique<Unit>());
@@ -186,10 +188,16 @@ void FullyShard::reshard(Unit& u) {
   u.gathered = false;
 }
 
+void FullyShard::post_forward(size_t unit, bool backward_follows) {
+  if (reshard_after_forward_ || !backward_follows) reshard(*units_[unit]);
+}
+
 void FullyShard::pre_backward(size_t unit) {
   // Blocks after this one have finished their backward (their nodes have larger seq).
+  // Resharding after forward, no other block is gathered; without it the blocks before
+  // this one still hold their weights for their own backward.
   for (size_t i = 1; i < units_.size(); ++i)
-    if (i != unit) reshard(*units_[i]);
+    if (i > unit || (reshard_after_forward_ && i != unit)) reshard(*units_[i]);
   unshard(*units_[unit]);
 }
 
@@ -281,7 +289,7 @@ void FullyShard::skip_microbatch() {
   unshard(*units_[0]);
   for (size_t i = 1; i < units_.size(); ++i) {  // forward: pre_forward / post_forward hooks
     unshard(*units_[i]);
-    reshard(*units_[i]);
+    post_forward(i, /*backward_follows=*/true);
   }
   for (size_t i = units_.size(); i-- > 1;) pre_backward(i);  // the FsdpPreBackward nodes
   for (Param* p : params_) p->full.set_grad(Tensor::full(p->full.shape(), -0.0));

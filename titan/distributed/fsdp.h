@@ -8,10 +8,16 @@
 //  - parameters are grouped in units: one per block module given (e.g. "layers.3",
 //    holding the parameters named "layers.3.*"), and the root unit with the rest
 //    (embeddings, final norm, LM head). A block's unit is all-gathered right before its
-//    forward (a forward hook, nn/hooks.h) and freed after it (reshard after forward); the
-//    output's gradient node gathers it again for the block's backward and frees the
-//    later blocks whose backward is done. The root unit is gathered by unshard_root()
-//    before the step's forward and stays until reduce_gradients();
+//    forward (a forward hook, nn/hooks.h) and, with reshard_after_forward (TorchTitan's
+//    fsdp_reshard_after_forward "default"/"always"), freed after it; the output's
+//    gradient node gathers it again for the block's backward and frees the later blocks
+//    whose backward is done. Without it ("never") a forward that records autograd keeps
+//    the block gathered until its backward has run (one all-gather per block and
+//    microbatch instead of two; the buffers freed after the forward are held anyway by
+//    the views the block's autograd nodes saved, so the peak is the same); a forward
+//    without autograd (evaluation, or the no-grad
+//    first pass of activation checkpointing) still frees it. The root unit is gathered
+//    by unshard_root() before the step's forward and stays until reduce_gradients();
 //  - reduce_gradients(), after each microbatch's backward, reduces each full gradient
 //    to this rank's rows over the whole dp group (dp_replicate × dp_shard, × cp with
 //    context parallelism) and adds it to the shard's gradient.
@@ -55,9 +61,11 @@ class FullyShard {
   // mesh's dp group. Throws titan::Error for a parameter that is not f32 or 0-d.
   // `include` (when set) picks the parameters to shard by name, e.g. a pipeline
   // stage's; the others are left alone.
+  // `reshard_after_forward` (header comment) changes which all-gathers run, never a
+  // value: gathered weights are the shards' bits either way.
   FullyShard(nn::Module& root, const DeviceMesh& mesh,
              const std::vector<std::pair<std::string, const nn::Module*>>& blocks,
-             const std::function<bool(const std::string&)>& include = {});
+             const std::function<bool(const std::string&)>& include = {}, bool reshard_after_forward = true);
   ~FullyShard();
   FullyShard(const FullyShard&) = delete;
   FullyShard& operator=(const FullyShard&) = delete;
@@ -118,7 +126,10 @@ class FullyShard {
   void reshard(Unit& u);
   void pre_backward(size_t unit);
 
+  void post_forward(size_t unit, bool backward_follows);
+
   const DeviceMesh& mesh_;
+  const bool reshard_after_forward_;
   ProcessGroup& shard_group_;
   ProcessGroup& dp_group_;
   std::vector<std::unique_ptr<Unit>> units_;  // units_[0] = root

@@ -118,6 +118,10 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   State& s = *st_;
   config::validate(job);
   const RLRanks layout = resolve_rl_ranks(job, distributed::world()->size());
+  TITAN_CHECK((layout.world_size > 1 && layout.trainers > 1) || job.parallelism.fsdp_reshard_after_forward == "default",
+              "parallelism.fsdp_reshard_after_forward={} needs FSDP: titan rl shards its trainer only over 2 or "
+              "more trainer ranks (mpirun with a generator rank besides them)",
+              job.parallelism.fsdp_reshard_after_forward);
   s.job = job;
   const auto& rl = job.rl;
   TITAN_CHECK(rl.rollouts_per_step % rl.group_size == 0, "rl.rollouts_per_step={} must be a multiple of rl.group_size={}",

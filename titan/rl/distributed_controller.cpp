@@ -216,7 +216,8 @@ void RLController::State::setup_ranks(const RLRanks& layout) {
     r->mesh = std::make_unique<distributed::DeviceMesh>(r->trainers, shape);
     std::vector<std::pair<std::string, const nn::Module*>> blocks;
     for (size_t i = 0; i < policy->layers.size(); ++i) blocks.emplace_back("layers." + std::to_string(i), policy->layers[i]);
-    r->fsdp = std::make_unique<distributed::FullyShard>(*policy, *r->mesh, blocks);
+    r->fsdp = std::make_unique<distributed::FullyShard>(*policy, *r->mesh, blocks, nullptr,
+                                                        job.parallelism.fsdp_reshard_after_forward != "never");
     opt = std::make_unique<optim::Optimizer>(optim::to_param_refs(r->fsdp->shards()),
                                              train::optimizer_config_from_job(job));
     gen.reset();

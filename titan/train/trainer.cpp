@@ -128,6 +128,11 @@ void Trainer::build() {
   rank0_ = world->rank() == 0;
   // Context parallelism folds cp into FSDP (parameters sharded over dp_shard × cp).
   const bool sharded = mesh_->dp_size() > 1 || shape.cp > 1;
+  // Parameters are gathered only over dp_shard × cp: with one rank there, nothing is.
+  TITAN_CHECK(shape.dp_shard * shape.cp > 1 || job_.parallelism.fsdp_reshard_after_forward == "default",
+              "parallelism.fsdp_reshard_after_forward={} needs FSDP sharding (data_parallel_shard_degree × "
+              "context_parallel_degree > 1); this layout shards no parameter",
+              job_.parallelism.fsdp_reshard_after_forward);
   if (shape.cp > 1) {
     TITAN_CHECK(job_.optimizer.name != config::OptimizerName::muon,
                 "optimizer.name=muon with parallelism.context_parallel_degree={} is not supported (Muon "
@@ -197,7 +202,8 @@ void Trainer::build() {
       ep_ = std::make_unique<distributed::ExpertParallel>(*model_, *mesh_);
       include = [](const std::string& name) { return !distributed::ExpertParallel::is_expert_parameter(name); };
     }
-    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include);
+    fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include,
+                                                      job_.parallelism.fsdp_reshard_after_forward != "never");
     params = fsdp_->shards();
     if (ep_) params.insert(params.end(), ep_->shards().begin(), ep_->shards().end());
     opt_ = std::make_unique<optim::Optimizer>(optim::to_param_refs(params), optimizer_config_from_job(job_));
