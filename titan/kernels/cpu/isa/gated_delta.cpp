@@ -5,6 +5,7 @@
 // a Slot) and close_chunk at each full chunk; the generator's decode step calls the same
 // two functions on the sequence's state slot, which is what makes its bits the trainer's.
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -72,6 +73,138 @@ void combine(float* out, const float* init, bool scale_init, float init_scale, c
     vf a = start(i, c);
     for (int64_t r = 0; r < n; ++r) a = step(set1(coef[r * cs]), load_c(M + r * ld + i, c, 0.0f), a);
     store_c(out + i, a, c);
+  }
+}
+
+// Row-blocked combine: for rows t in [0, rows), out[t·ldo + (0, V)] = init_t' ±
+// Σ_{r<n} coef[t·rs + r·cs] · M[r·ld + (0, V)], r ascending, one FMA chain per element
+// (init_t' = row_scale[t] · init_t when row_scale is not null, init_t, or 0 when init is
+// null): the bits of `rows` calls of combine, with six rows sharing each load of M (a
+// register block of 6 rows x 2 vectors), so M streams from L1 once per six rows. out may
+// alias init with the same stride (a block reads its init before it writes).
+template <bool Sub>
+void combine_rows(int64_t rows, float* out, int64_t ldo, const float* init, int64_t ldi,
+                  const float* row_scale, const float* coef, int64_t rs, int64_t cs,
+                  const float* M, int64_t ld, int64_t n, int64_t V) {
+  constexpr int R = 6;
+  auto start = [&](int64_t t, int64_t at) -> vf {
+    if (!init) return zero();
+    const vf x = load(init + t * ldi + at);
+    return row_scale ? mul(set1(row_scale[t]), x) : x;
+  };
+  auto step = [](vf cr, vf m, vf a) { return Sub ? fnmadd(cr, m, a) : fmadd(cr, m, a); };
+  int64_t i = 0;
+  for (; i + 2 * W <= V; i += 2 * W) {
+    int64_t t = 0;
+    for (; t + R <= rows; t += R) {
+      vf a[R][2];
+      for (int u = 0; u < R; ++u) {
+        a[u][0] = start(t + u, i);
+        a[u][1] = start(t + u, i + W);
+      }
+      const float* cb = coef + t * rs;
+      for (int64_t r = 0; r < n; ++r) {
+        const float* m = M + r * ld + i;
+        const vf m0 = load(m), m1 = load(m + W);
+        for (int u = 0; u < R; ++u) {
+          const vf cr = set1(cb[u * rs + r * cs]);
+          a[u][0] = step(cr, m0, a[u][0]);
+          a[u][1] = step(cr, m1, a[u][1]);
+        }
+      }
+      for (int u = 0; u < R; ++u) {
+        store(out + (t + u) * ldo + i, a[u][0]);
+        store(out + (t + u) * ldo + i + W, a[u][1]);
+      }
+    }
+    for (; t < rows; ++t) {
+      vf a0 = start(t, i), a1 = start(t, i + W);
+      for (int64_t r = 0; r < n; ++r) {
+        const vf cr = set1(coef[t * rs + r * cs]);
+        a0 = step(cr, load(M + r * ld + i), a0);
+        a1 = step(cr, load(M + r * ld + i + W), a1);
+      }
+      store(out + t * ldo + i, a0);
+      store(out + t * ldo + i + W, a1);
+    }
+  }
+  if (i < V) {
+    for (int64_t t = 0; t < rows; ++t)
+      combine<Sub>(out + t * ldo + i, init ? init + t * ldi + i : nullptr, row_scale != nullptr,
+                   row_scale ? row_scale[t] : 0.0f, coef + t * rs, cs, M + i, ld, n, V - i);
+  }
+}
+
+// Row-blocked combine over a row-dependent index range: for rows t in [0, rows),
+// out[t·ldo + (0, V)] = (accumulate ? out_t : 0) + Σ_{j ∈ [lo(t), hi(t))} coef[t·rs + j·cs] ·
+// M[j·ld + (0, V)], j ascending, one FMA chain per element: the bits of one combine call
+// per row. A block of six rows runs the range the six share as one register block (each
+// load of M feeds six rows) and the rest of each row's range alone, before or after it,
+// so every element still sees its terms in ascending j.
+template <class Lo, class Hi>
+void combine_ranges(int64_t rows, float* out, int64_t ldo, bool accumulate, const float* coef,
+                    int64_t rs, int64_t cs, const float* M, int64_t ld, Lo lo, Hi hi, int64_t V) {
+  constexpr int R = 6;
+  int64_t i = 0;
+  for (; i + 2 * W <= V; i += 2 * W) {
+    int64_t t = 0;
+    for (; t + R <= rows; t += R) {
+      vf a[R][2];
+      int64_t clo = 0, chi = INT64_MAX;
+      for (int u = 0; u < R; ++u) {
+        a[u][0] = accumulate ? load(out + (t + u) * ldo + i) : zero();
+        a[u][1] = accumulate ? load(out + (t + u) * ldo + i + W) : zero();
+        clo = std::max(clo, lo(t + u));
+        chi = std::min(chi, hi(t + u));
+      }
+      chi = std::max(chi, clo);
+      for (int u = 0; u < R; ++u) {
+        const float* cb = coef + (t + u) * rs;
+        const int64_t e = std::min(clo, hi(t + u));
+        for (int64_t j = lo(t + u); j < e; ++j) {
+          const vf cr = set1(cb[j * cs]);
+          a[u][0] = fmadd(cr, load(M + j * ld + i), a[u][0]);
+          a[u][1] = fmadd(cr, load(M + j * ld + i + W), a[u][1]);
+        }
+      }
+      for (int64_t j = clo; j < chi; ++j) {
+        const vf m0 = load(M + j * ld + i), m1 = load(M + j * ld + i + W);
+        for (int u = 0; u < R; ++u) {
+          const vf cr = set1(coef[(t + u) * rs + j * cs]);
+          a[u][0] = fmadd(cr, m0, a[u][0]);
+          a[u][1] = fmadd(cr, m1, a[u][1]);
+        }
+      }
+      for (int u = 0; u < R; ++u) {
+        const float* cb = coef + (t + u) * rs;
+        for (int64_t j = chi; j < hi(t + u); ++j) {
+          const vf cr = set1(cb[j * cs]);
+          a[u][0] = fmadd(cr, load(M + j * ld + i), a[u][0]);
+          a[u][1] = fmadd(cr, load(M + j * ld + i + W), a[u][1]);
+        }
+        store(out + (t + u) * ldo + i, a[u][0]);
+        store(out + (t + u) * ldo + i + W, a[u][1]);
+      }
+    }
+    for (; t < rows; ++t) {
+      vf a0 = accumulate ? load(out + t * ldo + i) : zero();
+      vf a1 = accumulate ? load(out + t * ldo + i + W) : zero();
+      for (int64_t j = lo(t); j < hi(t); ++j) {
+        const vf cr = set1(coef[t * rs + j * cs]);
+        a0 = fmadd(cr, load(M + j * ld + i), a0);
+        a1 = fmadd(cr, load(M + j * ld + i + W), a1);
+      }
+      store(out + t * ldo + i, a0);
+      store(out + t * ldo + i + W, a1);
+    }
+  }
+  if (i < V) {
+    for (int64_t t = 0; t < rows; ++t) {
+      float* ot = out + t * ldo + i;
+      const int64_t l = lo(t), n = std::max<int64_t>(0, hi(t) - l);
+      combine<false>(ot, accumulate ? ot : nullptr, false, 0.0f, coef + t * rs + l * cs, cs,
+                     M + l * ld + i, ld, n, V - i);
+    }
   }
 }
 
@@ -225,19 +358,25 @@ void fwd_task(int64_t n, int64_t h, float* o, float* chunk_states, float* state,
 
 // Backward scratch of one task.
 struct BwdScratch {
-  std::vector<float> slot, P, O, QS, QG, BKG, KD, E, Ak, Cm, du, dudir, dqs, dkk, dG, db, Y, Z,
-      dS, dS0, ST, MA, MC, tmp, cf;
+  std::vector<float> slot, P, KG, QS, QG, BKG, KD, E, Ak, Cm, du, dudir, dqs, dkk, dG, db, Y, Z,
+      dS, dS0, ST, MA, MC, tmp, cf, rowsc, dOc;
   BwdScratch(int64_t K, int64_t V, int64_t Gd)
-      : slot(head_floats(K, V, Gd)), P(C * V), O(V), QS(C * K), QG(C * K), BKG(C * K), KD(C * K),
+      : slot(head_floats(K, V, Gd)), P(C * V), KG(C * K), QS(C * K), QG(C * K), BKG(C * K), KD(C * K),
         E(C * C), Ak(C * C), Cm(C * C), du(C * V), dudir(C * V), dqs(C * K), dkk(C * K),
         dG(C * Gd), db(C), Y(C * K), Z(C * K), dS(K * V), dS0(K * V), ST(K * V), MA(C * C), MC(C * C),
-        tmp(std::max(K, V)), cf(C) {}
+        tmp(std::max(K, V)), cf(C), rowsc(K), dOc(C * V) {}
 };
 
-// out (cols, rows) = in (rows, cols)ᵀ.
+// out (cols, rows) = in (rows, cols)ᵀ, in tiles of 16 x 16 (a row-at-a-time transpose
+// writes with a stride of `rows` floats and thrashes the cache sets at rows = 128).
 inline void transpose(float* out, const float* in, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
+  constexpr int64_t B = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += B)
+    for (int64_t c0 = 0; c0 < cols; c0 += B) {
+      const int64_t r1 = std::min(rows, r0 + B), c1 = std::min(cols, c0 + B);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) out[c * rows + r] = in[r * cols + c];
+    }
 }
 
 template <bool PC>
@@ -245,7 +384,7 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
               const float* dout, const float* chunk_states, const float* q, const float* k,
               const float* v, const float* g, const float* beta, const int64_t* cu,
               const int64_t* chunk_off, int64_t H, int64_t K, int64_t V, float scale,
-              BwdScratch& b, RowScratch& w) {
+              BwdScratch& b) {
   const int64_t Gd = PC ? K : 1;
   const int64_t len = cu[n + 1] - cu[n];
   const int64_t nc = (len + C - 1) / C;
@@ -254,18 +393,35 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
     const int64_t t0 = cu[n] + c * C;
     const int64_t L = std::min(C, len - c * C);
     const float* S0 = chunk_states + ((chunk_off[n] + c) * H + h) * K * V;
-    Slot s = slot_at(b.slot.data(), K, V, Gd);
-    s.S = const_cast<float*>(S0);  // fwd_row only reads S
+    const Slot s = slot_at(b.slot.data(), K, V, Gd);
     auto row = [&](int64_t t) { return (t0 + t) * H + h; };
-    // Recompute the chunk's forward rows: G, k, u (slot) and p.
+    // Recompute the chunk's forward rows G, k, p = S_0ᵀ(exp(G)⊙k) and u with fwd_row's
+    // arithmetic (the same bits; the output o is not needed): G and exp(G)⊙k of every
+    // row first, p as one row-blocked product, then the UT solve row by row once the
+    // pair coefficients Ak below are known.
+    float* Gb = s.Gb;
+    float* kb = s.kb;
+    float* ub = s.ub;
     for (int64_t j = 0; j < L; ++j) {
       const int64_t r = row(j);
-      fwd_row<PC>(s, j, q + r * K, k + r * K, v + r * V, g + r * Gd, beta[r], scale, b.O.data(),
-                  b.P.data() + j * V, w, K, V);
+      float* Gt = Gb + j * Gd;
+      if constexpr (PC) {
+        for_vectors(K, [&](int64_t i, int cc) {
+          vf x = load_c(g + r * Gd + i, cc, 0.0f);
+          if (j > 0) x = add(load_c(Gt - Gd + i, cc, 0.0f), x);
+          store_c(Gt + i, x, cc);
+        });
+      } else {
+        Gt[0] = j > 0 ? Gt[-1] + g[r] : g[r];
+      }
+      std::memcpy(kb + j * K, k + r * K, sizeof(float) * K);
+      const vf eg_scalar = PC ? zero() : vexp(set1(Gt[0]));
+      for_vectors(K, [&](int64_t i, int cc) {
+        const vf e = PC ? vexp(load_c(Gt + i, cc, 0.0f)) : eg_scalar;
+        store_c(b.KG.data() + j * K + i, mul(e, load_c(kb + j * K + i, cc, 0.0f)), cc);
+      });
     }
-    const float* Gb = s.Gb;
-    const float* kb = s.kb;
-    const float* ub = s.ub;
+    combine_rows<false>(L, b.P.data(), V, nullptr, 0, nullptr, b.KG.data(), K, 1, S0, V, K, V);
     const float* GL = Gb + (L - 1) * Gd;
     // q̂, exp(G)⊙q̂, β exp(G)⊙k, exp(G_L − G_j)⊙k.
     for (int64_t t = 0; t < L; ++t) {
@@ -299,15 +455,31 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
         }
       }
     }
-    const float* dO = dout + row(0) * V;
-    const int64_t ldo = H * V;
-    // du_dir_j = Σ_{t>=j} Cm[t][j] dO_t (+ dSᵀ kd_j).
-    for (int64_t j = 0; j < L; ++j) {
-      float* dd = b.dudir.data() + j * V;
-      combine<false>(dd, nullptr, false, 0.0f, b.Cm.data() + j * C + j, C, dO + j * ldo, ldo,
-                     L - j, V);
-      if (has_dS) combine<false>(dd, dd, false, 0.0f, b.KD.data() + j * K, 1, b.dS.data(), V, K, V);
+    // The UT solve of the forward: u_t = β_t (v_t − p_t) − Σ_{j<t} β_t Ak[t][j] u_j.
+    for (int64_t t = 0; t < L; ++t) {
+      const int64_t r = row(t);
+      const float bt = beta[r];
+      const vf bv = set1(bt);
+      for_vectors(V, [&](int64_t i, int cc) {
+        store_c(b.tmp.data() + i,
+                mul(bv, sub(load_c(v + r * V + i, cc, 0.0f), load_c(b.P.data() + t * V + i, cc, 0.0f))),
+                cc);
+      });
+      for (int64_t j = 0; j < t; ++j) b.cf[j] = bt * b.Ak[t * C + j];
+      combine<true>(ub + t * V, b.tmp.data(), false, 0.0f, b.cf.data(), 1, ub, V, t, V);
     }
+    // The chunk's dout rows, contiguous (in dout they lie H·V floats apart, a stride that
+    // maps every row to the same cache sets).
+    for (int64_t t = 0; t < L; ++t)
+      std::memcpy(b.dOc.data() + t * V, dout + row(t) * V, sizeof(float) * V);
+    const float* dO = b.dOc.data();
+    const int64_t ldo = V;
+    // du_dir_j = Σ_{t>=j} Cm[t][j] dO_t (+ dSᵀ kd_j).
+    combine_ranges(L, b.dudir.data(), V, false, b.Cm.data(), 1, C, dO, ldo,
+                   [](int64_t j) { return j; }, [L](int64_t) { return L; }, V);
+    if (has_dS)
+      combine_rows<false>(L, b.dudir.data(), V, b.dudir.data(), V, nullptr, b.KD.data(), K, 1,
+                          b.dS.data(), V, K, V);
     // Back substitution: du_t = du_dir_t − Σ_{s>t} β_s Ak[s][t] du_s.
     for (int64_t t = L - 1; t >= 0; --t) {
       for (int64_t s2 = t + 1; s2 < L; ++s2) b.cf[s2 - t - 1] = beta[row(s2)] * b.Ak[s2 * C + t];
@@ -354,16 +526,18 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
           }
         }
       }
-      for (int64_t t = 0; t < L; ++t) {
-        float* dqt = b.dqs.data() + t * K;
-        float* dkt = b.dkk.data() + t * K;
-        combine<false>(dqt, nullptr, false, 0.0f, b.MC.data() + t * C, 1, kb, K, t + 1, K);
-        combine<false>(dkt, nullptr, false, 0.0f, b.MA.data() + t * C, 1, kb, K, t, K);
-        combine<false>(dkt, dkt, false, 0.0f, b.MA.data() + (t + 1) * C + t, C, kb + (t + 1) * K,
-                       K, L - 1 - t, K);
-        combine<false>(dkt, dkt, false, 0.0f, b.MC.data() + t * C + t, C, b.QS.data() + t * K, K,
-                       L - t, K);
-      }
+      // dq_t = Σ_{j<=t} MC[t][j] k_j; dk_t = Σ_{j<t} MA[t][j] k_j + Σ_{j>t} MA[j][t] k_j
+      // + Σ_{j>=t} MC[j][t] q̂_j (in that order).
+      auto zero_lo = [](int64_t) -> int64_t { return 0; };
+      auto to_end = [L](int64_t) { return L; };
+      combine_ranges(L, b.dqs.data(), K, false, b.MC.data(), C, 1, kb, K, zero_lo,
+                     [](int64_t t) { return t + 1; }, K);
+      combine_ranges(L, b.dkk.data(), K, false, b.MA.data(), C, 1, kb, K, zero_lo,
+                     [](int64_t t) { return t; }, K);
+      combine_ranges(L, b.dkk.data(), K, true, b.MA.data(), 1, C, kb, K,
+                     [](int64_t t) { return t + 1; }, to_end, K);
+      combine_ranges(L, b.dkk.data(), K, true, b.MC.data(), 1, C, b.QS.data(), K,
+                     [](int64_t t) { return t; }, to_end, K);
     } else {
     // a_tj = β_t Ak[t][j], u_t −= a_tj u_j: da = −du_t·u_j.
     for (int64_t t = 0; t < L; ++t) {
@@ -423,11 +597,9 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
     }
     // Y_t = S_0 dO_t, Z_t = S_0 du_t (K each), as combinations of the rows of S_0ᵀ.
     transpose(b.ST.data(), S0, K, V);
-    for (int64_t t = 0; t < L; ++t) {
-      combine<false>(b.Y.data() + t * K, nullptr, false, 0.0f, dO + t * ldo, 1, b.ST.data(), K, V, K);
-      combine<false>(b.Z.data() + t * K, nullptr, false, 0.0f, b.du.data() + t * V, 1, b.ST.data(),
-                     K, V, K);
-    }
+    combine_rows<false>(L, b.Y.data(), K, nullptr, 0, nullptr, dO, ldo, 1, b.ST.data(), K, V, K);
+    combine_rows<false>(L, b.Z.data(), K, nullptr, 0, nullptr, b.du.data(), V, 1, b.ST.data(), K,
+                        V, K);
     // Inter-chunk read o_t += S_0ᵀ(e⊙q̂_t) and the state read in r_t.
     for (int64_t t = 0; t < L; ++t) {
       const int64_t r = row(t);
@@ -466,14 +638,16 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
         b.dG[L - 1] += sexp(GL[0]) * dot(S0, b.dS.data(), K * V);
       }
       transpose(b.ST.data(), b.dS.data(), K, V);
+      // dS u_j for every j (into Y, free by now).
+      combine_rows<false>(L, b.Y.data(), K, nullptr, 0, nullptr, ub, V, 1, b.ST.data(), K, V, K);
       for (int64_t j = 0; j < L; ++j) {
-        combine<false>(b.tmp.data(), nullptr, false, 0.0f, ub + j * V, 1, b.ST.data(), K, V, K);
+        const float* zj = b.Y.data() + j * K;
         const float* Gj = Gb + j * Gd;
         const vf el = PC ? zero() : vexp(set1(GL[0] - Gj[0]));
         vf gacc = zero();
         for_vectors(K, [&](int64_t i, int cc) {
           const vf e = PC ? vexp(sub(load_c(GL + i, cc, 0.0f), load_c(Gj + i, cc, 0.0f))) : el;
-          const vf z = load_c(b.tmp.data() + i, cc, 0.0f);
+          const vf z = load_c(zj + i, cc, 0.0f);
           float* dkj = b.dkk.data() + j * K;
           store_c(dkj + i, fmadd(e, z, load_c(dkj + i, cc, 0.0f)), cc);
           const vf m = mul(load_c(b.KD.data() + j * K + i, cc, 0.0f), z);
@@ -494,13 +668,12 @@ void bwd_task(int64_t n, int64_t h, float* dq, float* dk, float* dv, float* dg, 
       }
     }
     // dS_0 = diag(exp(G_L)) dS + Σ_t (e⊙q̂_t) dO_tᵀ − Σ_t β_t (e⊙k_t) du_tᵀ.
-    for (int64_t d = 0; d < K; ++d) {
-      float* row0 = b.dS0.data() + d * V;
-      const float sc = has_dS ? sexp(PC ? GL[d] : GL[0]) : 0.0f;
-      combine<false>(row0, has_dS ? b.dS.data() + d * V : nullptr, true, sc, b.QG.data() + d, K,
-                     dO, ldo, L, V);
-      combine<true>(row0, row0, false, 0.0f, b.BKG.data() + d, K, b.du.data(), V, L, V);
-    }
+    if (has_dS)
+      for (int64_t d = 0; d < K; ++d) b.rowsc[d] = sexp(PC ? GL[d] : GL[0]);
+    combine_rows<false>(K, b.dS0.data(), V, has_dS ? b.dS.data() : nullptr, V,
+                        has_dS ? b.rowsc.data() : nullptr, b.QG.data(), 1, K, dO, ldo, L, V);
+    combine_rows<true>(K, b.dS0.data(), V, b.dS0.data(), V, nullptr, b.BKG.data(), 1, K,
+                       b.du.data(), V, L, V);
     std::swap(b.dS, b.dS0);
     has_dS = true;
     // dg = reverse cumulative sum of dG within the chunk; write dq, dk, dβ.
@@ -556,14 +729,13 @@ void gated_delta_bwd(float* dq, float* dk, float* dv, float* dg, float* dbeta, c
   const std::vector<int64_t> off = chunk_offsets(cu_seqlens, N);
   parallel_for(N * H, [&](int64_t a, int64_t e) {
     BwdScratch b(K, V, per_channel ? K : 1);
-    RowScratch w(K, V);
     for (int64_t i = a; i < e; ++i) {
       if (per_channel)
         bwd_task<true>(i / H, i % H, dq, dk, dv, dg, dbeta, dout, chunk_states, q, k, v, g, beta,
-                       cu_seqlens, off.data(), H, K, V, scale, b, w);
+                       cu_seqlens, off.data(), H, K, V, scale, b);
       else
         bwd_task<false>(i / H, i % H, dq, dk, dv, dg, dbeta, dout, chunk_states, q, k, v, g, beta,
-                        cu_seqlens, off.data(), H, K, V, scale, b, w);
+                        cu_seqlens, off.data(), H, K, V, scale, b);
     }
   });
 }
