@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # titan's generator (bench/engine_bench.cpp) vs llama.cpp (bench/llamacpp/bench.mjs, the
-# prebuilt CPU binary of node-llama-cpp) on the llama3 `small` shapes, f32 weights, 2 threads,
+# prebuilt CPU binary of node-llama-cpp) on the llama3 `small` shapes, f32 weights (DTYPE=bf16:
+# bf16 on both sides), 2 threads,
 # measured alternately in one run (llama.cpp, titan, llama.cpp, titan, ... per case), and
 # judged against the generator's targets. Results: docs/benchmarks.md, "Generator".
 #
@@ -13,8 +14,11 @@
 #   FLAVOR   small (default), 100m or qwen3_0.6b: the shapes on both sides (titan:
 #            ENGINE_BENCH_MODEL llama3:small / llama3:100m / qwen3:qwen3_0.6b; llama.cpp:
 #            make_gguf.py --flavor). KV_MIB: titan's KV pool (default 256; 1024 for qwen3_0.6b)
-#   GGUF     the llama.cpp model (default $BUILD/llamacpp/titan_$FLAVOR.gguf, made by
-#            bench/make_gguf.py if missing)
+#   DTYPE    f32 (default) or bf16: titan's weights and compute (ENGINE_BENCH_DTYPE: bf16
+#            compute with bf16 weight panels; the tied LM head stays f32) and the GGUF's 2-D
+#            weights. GGUF_DTYPE overrides the GGUF's alone (f32, f16 or bf16)
+#   GGUF     the llama.cpp model (default $BUILD/llamacpp/titan_$FLAVOR.gguf for f32,
+#            titan_${FLAVOR}_$GGUF_DTYPE.gguf otherwise; made by bench/make_gguf.py if missing)
 #   PRIO     scheduling prefix for both sides (default "nice -n -10" when root, else empty):
 #            on this shared 2-core VM other processes preempt one of the two compute
 #            threads; ggml's spinning barrier then stalls (llama.cpp at 2 threads fell to
@@ -44,8 +48,23 @@ case "$FLAVOR" in
   qwen3_0.6b) ENGINE_BENCH_MODEL=qwen3:$FLAVOR ;;
   *) echo "generator_vs_llamacpp.sh: FLAVOR must be small, 100m or qwen3_0.6b, got '$FLAVOR'" >&2; exit 2 ;;
 esac
+DTYPE=${DTYPE:-f32}
+case "$DTYPE" in
+  f32) unset ENGINE_BENCH_DTYPE ;;
+  bf16) export ENGINE_BENCH_DTYPE=bf16 ;;
+  *) echo "generator_vs_llamacpp.sh: DTYPE must be f32 or bf16, got '$DTYPE'" >&2; exit 2 ;;
+esac
+GGUF_DTYPE=${GGUF_DTYPE:-$DTYPE}
+case "$GGUF_DTYPE" in
+  f32 | f16 | bf16) ;;
+  *) echo "generator_vs_llamacpp.sh: GGUF_DTYPE must be f32, f16 or bf16, got '$GGUF_DTYPE'" >&2; exit 2 ;;
+esac
 export ENGINE_BENCH_MODEL ENGINE_BENCH_KV_MIB=${KV_MIB:-256}
-GGUF=${GGUF:-$BUILD/llamacpp/titan_$FLAVOR.gguf}
+if [[ "$GGUF_DTYPE" == f32 ]]; then
+  GGUF=${GGUF:-$BUILD/llamacpp/titan_$FLAVOR.gguf}
+else
+  GGUF=${GGUF:-$BUILD/llamacpp/titan_${FLAVOR}_$GGUF_DTYPE.gguf}
+fi
 OUT=${OUT:-$BUILD/llamacpp/runs}
 if [[ -z "${PRIO+x}" ]]; then
   if [[ $(id -u) == 0 ]]; then PRIO="nice -n -10"; else PRIO=""; fi
@@ -57,7 +76,7 @@ fi
 ninja -C "$BUILD" -j2 engine_bench >/dev/null
 mkdir -p "$(dirname "$GGUF")" "$OUT"
 [[ "${SUMMARY_ONLY:-0}" == 1 ]] && CASES="" || rm -f "$OUT"/*.json
-[[ -f "$GGUF" ]] || /usr/bin/python3 bench/make_gguf.py "$GGUF" --flavor "$FLAVOR"
+[[ -f "$GGUF" ]] || /usr/bin/python3 bench/make_gguf.py "$GGUF" --flavor "$FLAVOR" --dtype "$GGUF_DTYPE"
 if [[ ! -d bench/llamacpp/node_modules/@node-llama-cpp/linux-x64 ]]; then
   # .npmrc: omit=optional (no CUDA/Vulkan packages) and ignore-scripts=true (no postinstall
   # download/compile); the prebuilt CPU binaries come with @node-llama-cpp/linux-x64.
@@ -72,6 +91,7 @@ declare -A FILTER=(
   [decode8]='BM_Decode/8/'
   [decode64]='BM_Decode/64/'
 )
+echo "titan weights: $DTYPE; GGUF: $GGUF ($GGUF_DTYPE)"
 echo "prio: ${PRIO:-none}; machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cpus; load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for case in $CASES; do
   for ((r = 1; r <= ROUNDS; ++r)); do

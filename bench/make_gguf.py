@@ -1,7 +1,13 @@
 #!/usr/bin/python3
-"""Write an f32 GGUF v3 model with random weights for the llama.cpp peer benchmark.
+"""Write a GGUF v3 model with random weights for the llama.cpp peer benchmark.
 
     /usr/bin/python3 bench/make_gguf.py OUT.gguf [--flavor small|100m|qwen3_0.6b] [--seed 0]
+                                        [--dtype f32|f16|bf16]
+
+--dtype (default f32) is the type of the 2-D weights (token_embd and every projection):
+GGML_TYPE_F16 (IEEE half, numpy's round-to-nearest-even) or GGML_TYPE_BF16 (the upper 16
+bits of the f32, rounded to nearest even, ggml's GGML_FP32_TO_BF16); the 1-D norm
+weights stay f32, as llama.cpp's convert_hf_to_gguf.py writes them.
 
 The shapes are those of titan's flavors (titan/models/llama3/llama3.cpp,
 titan/models/qwen3/qwen3.cpp):
@@ -44,6 +50,12 @@ ALIGNMENT = 32
 # gguf metadata value types (docs/gguf.md, enum gguf_metadata_value_type)
 T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY, T_UINT64 = 4, 5, 6, 7, 8, 9, 10
 GGML_TYPE_F32 = 0
+GGML_TYPE_F16 = 1
+GGML_TYPE_BF16 = 30
+# general.file_type (llama_ftype): ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32
+FILE_TYPE = {"f32": 0, "f16": 1, "bf16": 32}
+GGML_TYPE = {"f32": GGML_TYPE_F32, "f16": GGML_TYPE_F16, "bf16": GGML_TYPE_BF16}
+BYTES = {"f32": 4, "f16": 2, "bf16": 2}
 
 FLAVORS = {
     "small": dict(arch="llama", dim=512, layers=8, heads=8, kv_heads=4, head_dim=64, ffn=1536,
@@ -138,14 +150,28 @@ def pad(n):
     return (ALIGNMENT - n % ALIGNMENT) % ALIGNMENT
 
 
-def write_gguf(path, flavor, seed):
+def to_bf16_bits(w):
+    """f32 -> bf16 bit patterns (uint16), round to nearest even (finite inputs)."""
+    u = w.astype("<f4").view("<u4")
+    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype("<u2")
+
+
+def encode(w, dtype):
+    if dtype == "f32":
+        return w.astype("<f4").tobytes()
+    if dtype == "f16":
+        return w.astype("<f2").tobytes()
+    return to_bf16_bits(w).tobytes()
+
+
+def write_gguf(path, flavor, seed, dtype="f32"):
     c = FLAVORS[flavor]
     a = c["arch"]
     md = Metadata()
     md.string("general.architecture", a)
     md.string("general.name", f"titan-{flavor}-random")
     md.u32("general.alignment", ALIGNMENT)
-    md.u32("general.file_type", 0)  # all f32
+    md.u32("general.file_type", FILE_TYPE[dtype])
     md.u32(f"{a}.context_length", c["ctx"])
     md.u32(f"{a}.embedding_length", c["dim"])
     md.u32(f"{a}.block_count", c["layers"])
@@ -163,10 +189,11 @@ def write_gguf(path, flavor, seed):
     tensors = model_tensors(c)
     infos, offset = [], 0
     for name, shape in tensors:
+        tdtype = "f32" if len(shape) == 1 else dtype
         dims = tuple(reversed(shape))  # GGUF: innermost (contiguous) dimension first
         infos.append(gguf_string(name) + struct.pack("<I", len(dims))
-                     + struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", GGML_TYPE_F32, offset))
-        nbytes = 4 * int(np.prod(shape))
+                     + struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", GGML_TYPE[tdtype], offset))
+        nbytes = BYTES[tdtype] * int(np.prod(shape))
         offset += nbytes + pad(nbytes)
 
     rng = np.random.default_rng(seed)
@@ -183,8 +210,9 @@ def write_gguf(path, flavor, seed):
                 w = np.ones(shape, dtype="<f4")
             else:
                 w = (rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)).astype("<f4")
-            f.write(w.tobytes())
-            f.write(b"\0" * pad(w.nbytes))
+            b = encode(w, "f32" if len(shape) == 1 else dtype)
+            f.write(b)
+            f.write(b"\0" * pad(len(b)))
             n_params += w.size
     return n_params
 
@@ -194,9 +222,10 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--flavor", default="small", choices=sorted(FLAVORS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dtype", default="f32", choices=sorted(FILE_TYPE))
     args = ap.parse_args()
-    n = write_gguf(args.out, args.flavor, args.seed)
-    print(f"make_gguf: wrote {args.out} ({args.flavor}, {n} params, {4 * n / 1e6:.1f} MB f32)")
+    n = write_gguf(args.out, args.flavor, args.seed, args.dtype)
+    print(f"make_gguf: wrote {args.out} ({args.flavor}, {n} params, {args.dtype} 2-D weights)")
 
 
 if __name__ == "__main__":
