@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def titan(build, T):
     out = subprocess.run(
         [os.path.join(build, "bench", "gated_delta_bench"),
-         f"--benchmark_filter=BM_GdnFwdBwd/T:{T}/threads:1$", "--benchmark_format=json"],
+         f"--benchmark_filter=BM_GdnFwdBwd/T:{T}/threads:1/", "--benchmark_format=json"],
         check=True, capture_output=True, text=True, timeout=600).stdout
     rates = [b["tok/s"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration"]
     return max(rates)
