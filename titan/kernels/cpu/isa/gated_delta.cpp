@@ -87,6 +87,7 @@ void combine_rows(int64_t rows, float* out, int64_t ldo, const float* init, int6
                   const float* row_scale, const float* coef, int64_t rs, int64_t cs,
                   const float* M, int64_t ld, int64_t n, int64_t V) {
   constexpr int R = 6;
+  const int64_t blocked = rows - rows % R;
   auto start = [&](int64_t t, int64_t at) -> vf {
     if (!init) return zero();
     const vf x = load(init + t * ldi + at);
@@ -95,8 +96,7 @@ void combine_rows(int64_t rows, float* out, int64_t ldo, const float* init, int6
   auto step = [](vf cr, vf m, vf a) { return Sub ? fnmadd(cr, m, a) : fmadd(cr, m, a); };
   int64_t i = 0;
   for (; i + 2 * W <= V; i += 2 * W) {
-    int64_t t = 0;
-    for (; t + R <= rows; t += R) {
+    for (int64_t t = 0; t < blocked; t += R) {
       vf a[R][2];
       for (int u = 0; u < R; ++u) {
         a[u][0] = start(t + u, i);
@@ -117,21 +117,14 @@ void combine_rows(int64_t rows, float* out, int64_t ldo, const float* init, int6
         store(out + (t + u) * ldo + i + W, a[u][1]);
       }
     }
-    for (; t < rows; ++t) {
-      vf a0 = start(t, i), a1 = start(t, i + W);
-      for (int64_t r = 0; r < n; ++r) {
-        const vf cr = set1(coef[t * rs + r * cs]);
-        a0 = step(cr, load(M + r * ld + i), a0);
-        a1 = step(cr, load(M + r * ld + i + W), a1);
-      }
-      store(out + t * ldo + i, a0);
-      store(out + t * ldo + i + W, a1);
-    }
   }
-  if (i < V) {
-    for (int64_t t = 0; t < rows; ++t)
-      combine<Sub>(out + t * ldo + i, init ? init + t * ldi + i : nullptr, row_scale != nullptr,
-                   row_scale ? row_scale[t] : 0.0f, coef + t * rs, cs, M + i, ld, n, V - i);
+  // The rest, one row at a time: the columns past the blocked rows' vector pairs, and
+  // every column of the last rows % R rows.
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t from = t < blocked ? i : 0;
+    if (from < V)
+      combine<Sub>(out + t * ldo + from, init ? init + t * ldi + from : nullptr, row_scale != nullptr,
+                   row_scale ? row_scale[t] : 0.0f, coef + t * rs, cs, M + from, ld, n, V - from);
   }
 }
 
@@ -145,10 +138,10 @@ template <class Lo, class Hi>
 void combine_ranges(int64_t rows, float* out, int64_t ldo, bool accumulate, const float* coef,
                     int64_t rs, int64_t cs, const float* M, int64_t ld, Lo lo, Hi hi, int64_t V) {
   constexpr int R = 6;
+  const int64_t blocked = rows - rows % R;
   int64_t i = 0;
   for (; i + 2 * W <= V; i += 2 * W) {
-    int64_t t = 0;
-    for (; t + R <= rows; t += R) {
+    for (int64_t t = 0; t < blocked; t += R) {
       vf a[R][2];
       int64_t clo = 0, chi = INT64_MAX;
       for (int u = 0; u < R; ++u) {
@@ -186,25 +179,15 @@ void combine_ranges(int64_t rows, float* out, int64_t ldo, bool accumulate, cons
         store(out + (t + u) * ldo + i + W, a[u][1]);
       }
     }
-    for (; t < rows; ++t) {
-      vf a0 = accumulate ? load(out + t * ldo + i) : zero();
-      vf a1 = accumulate ? load(out + t * ldo + i + W) : zero();
-      for (int64_t j = lo(t); j < hi(t); ++j) {
-        const vf cr = set1(coef[t * rs + j * cs]);
-        a0 = fmadd(cr, load(M + j * ld + i), a0);
-        a1 = fmadd(cr, load(M + j * ld + i + W), a1);
-      }
-      store(out + t * ldo + i, a0);
-      store(out + t * ldo + i + W, a1);
-    }
   }
-  if (i < V) {
-    for (int64_t t = 0; t < rows; ++t) {
-      float* ot = out + t * ldo + i;
-      const int64_t l = lo(t), n = std::max<int64_t>(0, hi(t) - l);
-      combine<false>(ot, accumulate ? ot : nullptr, false, 0.0f, coef + t * rs + l * cs, cs,
-                     M + l * ld + i, ld, n, V - i);
-    }
+  // The rest, one row at a time, as in combine_rows.
+  for (int64_t t = 0; t < rows; ++t) {
+    const int64_t from = t < blocked ? i : 0;
+    if (from >= V) continue;
+    float* ot = out + t * ldo + from;
+    const int64_t l = lo(t), n = std::max<int64_t>(0, hi(t) - l);
+    combine<false>(ot, accumulate ? ot : nullptr, false, 0.0f, coef + t * rs + l * cs, cs,
+                   M + l * ld + from, ld, n, V - from);
   }
 }
 
