@@ -27,4 +27,14 @@ inline std::vector<std::vector<int32_t>> oracle_sequences() {
   return s;
 }
 
+// max |a - b| / max |b| over all values (the logit oracles' 1e-4 criterion).
+inline double max_rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < b.size() && i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    m = std::max(m, std::fabs(static_cast<double>(b[i])));
+  }
+  return d / m;
+}
+
 }  // namespace titan::test

@@ -38,15 +38,7 @@ using test::read_floats;
 
 std::vector<std::vector<int32_t>> sequences() { return test::oracle_sequences(); }
 
-// max |a - b| / max |b| over all logits.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-    m = std::max(m, std::fabs(static_cast<double>(b[i])));
-  }
-  return d / m;
-}
+using test::max_rel_err;
 
 TEST(Qwen3Next, LogitsMatchTransformersAndExportReloads) {
   char tmpl[] = "/tmp/titan_qwen3next_XXXXXX";
@@ -65,7 +57,7 @@ TEST(Qwen3Next, LogitsMatchTransformersAndExportReloads) {
   const std::vector<float> got = model.logits(model.forward(b)).to_vector<float>();
   const std::vector<float> want = read_floats(dir / "logits.bin");
   ASSERT_EQ(got.size(), want.size());
-  const double err = rel_err(got, want);
+  const double err = max_rel_err(got, want);
   EXPECT_LE(err, 1e-4) << "max |titan - HF| / max |HF logit|";
   std::printf("qwen3_next tiny: max |titan - HF| / max |logit| = %.3g\n", err);
 
@@ -76,7 +68,7 @@ TEST(Qwen3Next, LogitsMatchTransformersAndExportReloads) {
   save_safetensors((ex / "model.safetensors").string(), hf_state_dict(model));
   fs::copy_file(dir / "tokens.json", ex / "tokens.json");
   run_py("logits '" + ex.string() + "'");
-  const double err2 = rel_err(got, read_floats(ex / "logits.bin"));
+  const double err2 = max_rel_err(got, read_floats(ex / "logits.bin"));
   EXPECT_LE(err2, 1e-4) << "transformers on titan's export";
   fs::remove_all(dir);
 }

@@ -35,6 +35,20 @@ def tiny_config():
         rms_norm_eps=1e-6, tie_word_embeddings=False, dtype="float32")
 
 
+def randomize(model):
+    """Every parameter drawn at random (the zero-init gains too)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("A_log"):
+                p.copy_(torch.log(torch.empty_like(p).uniform_(1, 16)))
+            elif name.endswith("dt_bias"):
+                p.copy_(torch.empty_like(p).uniform_(0.5, 1.5))
+            elif p.dim() == 1:
+                p.copy_(torch.randn_like(p) * 0.2)  # norm gains, (1 + w) or w
+            else:
+                p.copy_(torch.randn_like(p) * 0.08)
+
+
 def logits_of(model, d):
     seqs = json.load(open(os.path.join(d, "tokens.json")))
     out = []
@@ -50,16 +64,7 @@ def main():
         d = sys.argv[2]
         torch.manual_seed(0)
         model = Qwen3NextForCausalLM(tiny_config()).float().eval()
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if name.endswith("A_log"):
-                    p.copy_(torch.log(torch.empty_like(p).uniform_(1, 16)))
-                elif name.endswith("dt_bias"):
-                    p.copy_(torch.empty_like(p).uniform_(0.5, 1.5))
-                elif p.dim() == 1:
-                    p.copy_(torch.randn_like(p) * 0.2)  # norm gains, (1 + w) or w
-                else:
-                    p.copy_(torch.randn_like(p) * 0.08)
+        randomize(model)
         model.save_pretrained(d, safe_serialization=True)
         logits_of(model, d)
     elif cmd == "logits":

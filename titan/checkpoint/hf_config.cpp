@@ -146,6 +146,7 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
     if (c.model_type == "llama") c.architectures = {"LlamaForCausalLM"};
     else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
     else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
+    else if (c.model_type == "qwen3_5_text") c.architectures = {"Qwen3_5ForCausalLM"};
     else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
     else if (c.model_type == "qwen3_moe") c.architectures = {"Qwen3MoeForCausalLM"};
     else if (c.model_type == "deepseek_v32") c.architectures = {"DeepseekV32ForCausalLM"};
@@ -165,11 +166,15 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
            "kimi_linear pairs Kimi Delta Attention with GQA (\"kv_lora_rank\": null)", where,
            j.contains("kv_lora_rank") ? j.at("kv_lora_rank").dump() : "512, HF's default");
     used.insert("kv_lora_rank");
+  } else if (c.architectures[0] == "Qwen3_5ForConditionalGeneration" || c.model_type == "qwen3_5") {
+    fail("{}: the multimodal Qwen3.5 wrapper ({}, model_type '{}') is not supported: load its text model "
+         "(text_config, model_type qwen3_5_text, Qwen3_5ForCausalLM)", where, c.architectures[0], c.model_type);
   } else if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
   if (c.model_type.empty())
     c.model_type = c.is_llama()         ? "llama"
                    : c.is_qwen3_next()    ? "qwen3_next"
+                   : c.is_qwen3_5()       ? "qwen3_5_text"
                    : c.is_kimi_linear()   ? "kimi_linear"
                    : c.is_deepseek_v3()   ? "deepseek_v3"
                    : c.is_deepseek_v32()  ? "deepseek_v32"

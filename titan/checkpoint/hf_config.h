@@ -17,7 +17,8 @@ inline constexpr const char* kSupportedArchitectures[] = {"LlamaForCausalLM", "Q
                                                           "Qwen3NextForCausalLM", "DeepseekV3ForCausalLM",
                                                           "Qwen3MoeForCausalLM", "Gemma2ForCausalLM",
                                                           "Gemma3ForCausalLM", "DeepseekV32ForCausalLM",
-                                                          "Llama4ForCausalLM", "GptOssForCausalLM"};
+                                                          "Llama4ForCausalLM", "GptOssForCausalLM",
+                                                          "Qwen3_5ForCausalLM"};
 
 // RoPE scaling: Llama 3.1/3.2 frequency bands (rope_type "llama3"; transformers
 // modeling_rope_utils._compute_llama3_parameters) or YaRN (rope_type "yarn", as
@@ -61,6 +62,8 @@ struct HFConfig {
   bool is_llama() const { return architecture() == "LlamaForCausalLM"; }
   bool is_qwen3() const { return architecture() == "Qwen3ForCausalLM"; }
   bool is_qwen3_next() const { return architecture() == "Qwen3NextForCausalLM"; }
+  // Qwen3.5's text model: Qwen3-Next's layers with dense MLPs and split GDN projections.
+  bool is_qwen3_5() const { return architecture() == "Qwen3_5ForCausalLM"; }
   bool is_deepseek_v3() const { return architecture() == "DeepseekV3ForCausalLM"; }
   // DeepSeek-V3.2: DeepSeek-V3 plus DeepSeek sparse attention (models/mixers/dsa.h).
   bool is_deepseek_v32() const { return architecture() == "DeepseekV32ForCausalLM"; }

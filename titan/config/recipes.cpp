@@ -108,6 +108,16 @@ JobConfig qwen3_next_debugmodel() {
   return c;
 }
 
+// debugmodel as the Qwen3.5 text model: Qwen3-Next's hybrid layout with dense MLPs,
+// dim 64, byte tokens, from the shipped HF config.json (recipes/qwen3_5_debugmodel.json).
+JobConfig qwen3_5_debugmodel() {
+  JobConfig c = qwen3_next_debugmodel();
+  c.job.description = "debugmodel as the Qwen3.5 text model (Gated DeltaNet + gated attention), byte tokens";
+  c.model.name = "qwen3_5";
+  c.model.hf_config = "recipes/qwen3_5_debugmodel.json";
+  return c;
+}
+
 // debugmodel as Gemma 2: 4 layers alternating sliding window 32 / global, attention and
 // final logit soft-caps, sandwich norms, GeGLU, dim 64, byte tokens, from the shipped HF
 // config.json (recipes/gemma2_debugmodel.json).
@@ -295,6 +305,8 @@ struct Registry {
       {"kimi_linear_debugmodel", "debugmodel as a Kimi Linear hybrid (Kimi Delta Attention + GQA)",
        kimi_linear_debugmodel},
       {"qwen3_debugmodel", "debugmodel as Qwen3 with the Qwen3 BPE tokenizer", qwen3_debugmodel},
+      {"qwen3_5_debugmodel", "debugmodel as the Qwen3.5 text model (Gated DeltaNet + gated attention)",
+       qwen3_5_debugmodel},
       {"qwen3_next_debugmodel", "debugmodel as a Qwen3-Next hybrid (Gated DeltaNet + gated attention)",
        qwen3_next_debugmodel},
       {"qwen3_moe_debugmodel", "debugmodel as Qwen3-MoE (8 experts, 2 per token)", qwen3_moe_debugmodel},

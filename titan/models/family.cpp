@@ -11,6 +11,7 @@ namespace titan::models {
 Family make_llama3_family();
 Family make_qwen3_family();
 Family make_qwen3_next_family();
+Family make_qwen3_5_family();  // models/qwen3_5
 Family make_deepseek_v3_family();
 Family make_kimi_k2_family();
 void read_deepseek_v3_fields(const HFConfig& hf, TransformerConfig& c);   // models/deepseek_v3
@@ -30,7 +31,8 @@ bool export_gpt_oss_params(const std::string& name, const std::map<std::string, 
 
 const std::vector<Family>& families() {
   static const std::vector<Family> fams = {make_llama3_family(),      make_qwen3_family(),
-                                           make_qwen3_next_family(),  make_deepseek_v3_family(),
+                                           make_qwen3_next_family(),  make_qwen3_5_family(),
+                                           make_deepseek_v3_family(),
                                            make_kimi_k2_family(),     make_kimi_linear_family(),
                                            make_qwen3_moe_family(),   make_gemma2_family(),
                                            make_gemma3_family(),      make_deepseek_v32_family(),
@@ -131,9 +133,9 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   // and Kimi K2 share one, and read_deepseek_v3_fields picks between them below).
   for (const Family& f : families())
     if (f.read_hf && f.hf_architecture == hf.architecture()) c.family = f.name;
-  c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next() || hf.is_qwen3_moe();
+  c.qk_norm = hf.is_qwen3() || hf.is_qwen3_next() || hf.is_qwen3_5() || hf.is_qwen3_moe();
   c.partial_rotary_factor = hf.partial_rotary_factor;
-  if (hf.is_qwen3_next()) read_qwen3_next_fields(hf, c);
+  if (hf.is_qwen3_next() || hf.is_qwen3_5()) read_qwen3_next_fields(hf, c);
   if (hf.is_kimi_linear()) read_kimi_linear_fields(hf, c);
   c.vocab_size = hf.vocab_size;
   c.hidden_size = hf.hidden_size;
@@ -426,8 +428,9 @@ void load_grouped(Tensor p, const std::string& prefix, int which, const std::map
 
 namespace {
 // The family of a Decoder model, or null for another module.
+const Decoder* as_decoder(const nn::Module& model) { return dynamic_cast<const Decoder*>(&model); }
 const Family* model_family(const nn::Module& model) {
-  const auto* d = dynamic_cast<const Decoder*>(&model);
+  const Decoder* d = as_decoder(model);
   return d ? &family(d->config().family) : nullptr;
 }
 }  // namespace
@@ -437,7 +440,7 @@ void load_hf_state_dict(nn::Module& model, const std::map<std::string, Tensor>& 
   autograd::NoGradGuard ng;
   const Family* fam = model_family(model);
   std::map<std::string, Tensor> renamed;
-  if (fam && fam->hf_tensors_in) renamed = fam->hf_tensors_in(hf_in);
+  if (fam && fam->hf_tensors_in) renamed = fam->hf_tensors_in(hf_in, as_decoder(model)->config());
   const std::map<std::string, Tensor>& hf = fam && fam->hf_tensors_in ? renamed : hf_in;
   const bool post = has_post_norms(model), oss = has_gpt_oss_experts(model);
   for (auto& [name, p] : model.named_parameters()) {
@@ -489,7 +492,7 @@ std::map<std::string, Tensor> hf_state_dict(const nn::Module& model) {
   }
   for (auto& [name, b] : model.named_buffers()) out[to_hf_name(name)] = b;
   const Family* fam = model_family(model);
-  return fam && fam->hf_tensors_out ? fam->hf_tensors_out(out) : out;
+  return fam && fam->hf_tensors_out ? fam->hf_tensors_out(out, as_decoder(model)->config()) : out;
 }
 
 }  // namespace titan::models

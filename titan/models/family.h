@@ -24,10 +24,13 @@ struct Family {
   void (*read_hf)(const HFConfig& hf, TransformerConfig& c) = nullptr;
   void (*write_hf)(const TransformerConfig& c, HFConfig& hf) = nullptr;
   // The family's checkpoint tensor layout where it differs from the shared adapter's
-  // HF names (Llama 4's feed_forward.*): checkpoint tensors -> the adapter's names
-  // (load_hf_state_dict, before matching) and back (hf_state_dict, after); null = same.
-  std::map<std::string, Tensor> (*hf_tensors_in)(const std::map<std::string, Tensor>& hf) = nullptr;
-  std::map<std::string, Tensor> (*hf_tensors_out)(const std::map<std::string, Tensor>& hf) = nullptr;
+  // HF names (Llama 4's feed_forward.*, Qwen3.5's split GDN projections): checkpoint
+  // tensors -> the adapter's names (load_hf_state_dict, before matching) and back
+  // (hf_state_dict, after), for the model of config `c`; null = same.
+  using TensorMapHook = std::map<std::string, Tensor> (*)(const std::map<std::string, Tensor>& hf,
+                                                          const TransformerConfig& c);
+  TensorMapHook hf_tensors_in = nullptr;
+  TensorMapHook hf_tensors_out = nullptr;
 };
 
 // All registered families; throws titan::Error naming the family / flavor and the

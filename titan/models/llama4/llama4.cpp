@@ -189,7 +189,7 @@ const std::vector<std::pair<std::string, std::string>>& ffn_names() {
 
 // Llama 4 checkpoint tensors -> the shared adapter's names: feed_forward.* renamed,
 // the fused experts transposed to (E, 2F, D) and (E, D, F).
-std::map<std::string, Tensor> llama4_tensors_in(const std::map<std::string, Tensor>& in) {
+std::map<std::string, Tensor> llama4_tensors_in(const std::map<std::string, Tensor>& in, const TransformerConfig&) {
   std::map<std::string, Tensor> out;
   for (const auto& [k, t] : in) {
     std::string prefix, rest;
@@ -218,7 +218,7 @@ std::map<std::string, Tensor> llama4_tensors_in(const std::map<std::string, Tens
 // The shared adapter's names -> the Llama 4 checkpoint's: per-expert tensors fused into
 // experts.gate_up_proj (E, D, 2F) and experts.down_proj (E, F, D). The sigmoid router's
 // expert bias has no Llama 4 counterpart: dropped when zero, refused otherwise.
-std::map<std::string, Tensor> llama4_tensors_out(const std::map<std::string, Tensor>& in) {
+std::map<std::string, Tensor> llama4_tensors_out(const std::map<std::string, Tensor>& in, const TransformerConfig&) {
   std::map<std::string, Tensor> out;
   std::map<std::string, std::vector<Tensor>> gate, up, down;  // layer prefix -> per expert
   for (const auto& [k, t] : in) {
