@@ -135,6 +135,8 @@ void write_qwen3_5_fields(const TransformerConfig&, HFConfig& hf) {
 
 }  // namespace
 
+Family make_qwen3_next_family();  // models/qwen3_next
+
 Family make_qwen3_5_family() {
   Family f;
   f.name = "qwen3_5";
@@ -145,39 +147,15 @@ Family make_qwen3_5_family() {
   f.write_hf = write_qwen3_5_fields;
   f.hf_tensors_in = qwen3_5_tensors_in;
   f.hf_tensors_out = qwen3_5_tensors_out;
-  TransformerConfig base;
-  base.family = "qwen3_5";
-  base.qk_norm = true;
-  base.attn_output_gate = true;
-  base.norm_unit_offset = true;
-  base.partial_rotary_factor = 0.25;
-  base.rms_norm_eps = 1e-6;
-  base.rope_theta = 10000000;
-  base.linear_conv_kernel_dim = 4;
-
-  // Small debug model: 3 GDN layers then 1 full-attention layer, twice.
-  TransformerConfig debug = base;
-  debug.vocab_size = 2048;
-  debug.hidden_size = 256;
-  debug.intermediate_size = 768;
-  debug.num_hidden_layers = 8;
-  debug.num_attention_heads = 4;
-  debug.num_key_value_heads = 2;
-  debug.head_dim = 64;
-  debug.max_position_embeddings = 4096;
-  debug.linear_num_key_heads = 2;
-  debug.linear_num_value_heads = 4;
-  debug.linear_key_head_dim = 64;
-  debug.linear_value_head_dim = 64;
-  for (int64_t l = 0; l < debug.num_hidden_layers; ++l)
-    debug.layer_types.push_back((l + 1) % 4 ? "linear_attention" : "full_attention");
-  debug.tie_word_embeddings = true;
+  // Qwen3-Next's debug model (3 GDN layers then 1 full-attention layer, twice; dense).
+  TransformerConfig debug = make_qwen3_next_family().flavors.at("debugmodel");
+  debug.family = "qwen3_5";
   f.flavors["debugmodel"] = debug;
 
   // Qwen3_5TextConfig's defaults (transformers 5.24), the dense text model of that size:
   // vocab 248320, D 4096, FFN 12288, 32 layers, full attention every 4th, 16 heads of 256
   // over 4 KV heads, linear 16 key / 32 value heads of 128.
-  TransformerConfig big = base;
+  TransformerConfig big = debug;
   big.vocab_size = 248320;
   big.hidden_size = 4096;
   big.intermediate_size = 12288;
@@ -190,6 +168,8 @@ Family make_qwen3_5_family() {
   big.linear_num_value_heads = 32;
   big.linear_key_head_dim = 128;
   big.linear_value_head_dim = 128;
+  big.tie_word_embeddings = false;
+  big.layer_types.clear();
   for (int64_t l = 0; l < big.num_hidden_layers; ++l)
     big.layer_types.push_back((l + 1) % 4 ? "linear_attention" : "full_attention");
   f.flavors["qwen3_5_text_default"] = big;
