@@ -16,6 +16,7 @@
 
 #include "tests/models/oracle_util.h"
 #include "tests/util/expect_error.h"
+#include "tests/util/test_files.h"
 #include "tests/util/titan_exe.h"
 #include "tests/util/venv_python.h"
 #include "titan/autograd/node.h"
@@ -34,14 +35,8 @@ std::string py_cmd(const std::string& args) {
          "/tests/reference/qwen3_5_ref.py' " + args;
 }
 
-fs::path make_tmp(const char* stem) {
-  std::string t = std::string("/tmp/") + stem + "_XXXXXX";
-  EXPECT_NE(mkdtemp(t.data()), nullptr);
-  return t;
-}
-
 TEST(Qwen3_5, LogitsMatchTransformersAndExportReloads) {
-  const fs::path dir = make_tmp("titan_qwen3_5");
+  const fs::path dir = test::fresh_dir("qwen3_5");
   const auto seqs = test::oracle_sequences();
   std::ofstream(dir / "tokens.json") << nlohmann::json(seqs).dump();
   ASSERT_EQ(std::system(py_cmd("make '" + dir.string() + "'").c_str()), 0);
@@ -86,7 +81,7 @@ TEST(Qwen3_5, FullSizeFlavorCountEqualsTransformers) {
 }
 
 TEST(Qwen3_5, BadConfigsAreOneLineErrorsNamingTheField) {
-  const fs::path dir = make_tmp("titan_qwen3_5_bad");
+  const fs::path dir = test::fresh_dir("qwen3_5_bad");
   auto parse = [&](const nlohmann::json& j) {
     std::ofstream(dir / "config.json") << j.dump();
     return [d = dir.string()] { config_from_hf(load_hf_config(d)); };
@@ -109,17 +104,14 @@ TEST(Qwen3_5, BadConfigsAreOneLineErrorsNamingTheField) {
 }
 
 TEST(Qwen3_5, DebugRecipeLossFallsAndGenerates) {
-  const std::string dir = make_tmp("titan_qwen3_5_train").string();
+  const std::string dir = test::fresh_dir("qwen3_5_train");
   const std::string cmd = "'" + test::titan_exe() + "' train --recipe qwen3_5_debugmodel --job.dump_folder='" + dir +
                           "' --checkpoint.enable=true --checkpoint.interval=30 --validation.enabled=false > '" + dir +
                           "/log.txt' 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::vector<double> loss;
-  std::ifstream f(dir + "/metrics.jsonl");
-  for (std::string line; std::getline(f, line);) {
-    auto r = nlohmann::json::parse(line, nullptr, false);
-    if (r.is_object() && r.contains("loss")) loss.push_back(r["loss"].get<double>());
-  }
+  for (const nlohmann::json& r : test::read_metrics(dir))
+    if (r.contains("loss")) loss.push_back(r["loss"].get<double>());
   ASSERT_GE(loss.size(), 20u);
   std::printf("qwen3_5_debugmodel: loss %.4f -> %.4f over %zu steps\n", loss.front(), loss.back(), loss.size());
   EXPECT_LT(loss.back(), loss.front() - 1.0);  // bytes: ~ln 256 = 5.5 at init
