@@ -27,9 +27,9 @@
 //    products, which adds them in another order than the generator's one GEMM);
 //    its first step (the same rollouts as the 1-rank run from the same export) has
 //    the 1-rank run's loss and grad norm within 1e-4 relative; losses finite; two
-//    runs equal bitwise (every metrics value, rollouts.jsonl, final checkpoint); a
-//    TP run saved at step 2 and resumed on the same layout ends with the
-//    uninterrupted run's checkpoint bytes;
+//    runs equal bitwise (every metrics value, rollouts.jsonl, final checkpoint), and
+//    TP 2 × FSDP 2 on -np 5 equals TP 2 bitwise; a TP run saved at step 2 and
+//    resumed on the same layout ends with the uninterrupted run's checkpoint bytes;
 //  - unsupported layouts are a one-line error (exit 2) on every rank before any work;
 //  - a step whose rollouts all fail on the generator stops every rank with the same
 //    error (no rank waits for the others);
@@ -276,6 +276,20 @@ TEST(RLRanks, TensorParallelTrainerReportsItsTrueGap) {
   EXPECT_EQ(file_bytes(again.dump + "/rollouts.jsonl"), file_bytes(tp.dump + "/rollouts.jsonl"));
   EXPECT_TRUE(final_file(again, "model.safetensors") == final_file(tp, "model.safetensors"));
   EXPECT_TRUE(final_file(again, "optimizer.safetensors") == final_file(tp, "optimizer.safetensors"));
+  // TP 2 × FSDP 2 (-np 5): the TP 2 run bit for bit (the tp pair of dp rank q runs
+  // microbatches j ≡ q mod 2 and FullyShard adds their gradients in the 1-dp-rank
+  // accumulation order, as for FSDP alone).
+  const RLRun tp_fsdp = run_rl(5, "rl_ranks_tp_fsdp", kSteps, "", kTp2, init);
+  ASSERT_EQ(tp_fsdp.rc, 0) << tp_fsdp.log;
+  EXPECT_NE(tp_fsdp.log.find("5 ranks: trainer FSDP dp_shard 2 × TP 2 on ranks 0-3, generator on rank 4"),
+            std::string::npos)
+      << tp_fsdp.log;
+  ASSERT_EQ(tp_fsdp.rows.size(), tp.rows.size());
+  for (size_t i = 0; i < tp.rows.size(); ++i)
+    EXPECT_EQ(value_text(tp_fsdp.rows[i]), value_text(tp.rows[i])) << "TP 2 × FSDP 2, row " << i;
+  EXPECT_EQ(file_bytes(tp_fsdp.dump + "/rollouts.jsonl"), file_bytes(tp.dump + "/rollouts.jsonl"));
+  EXPECT_TRUE(final_file(tp_fsdp, "model.safetensors") == final_file(tp, "model.safetensors"));
+  EXPECT_TRUE(final_file(tp_fsdp, "optimizer.safetensors") == final_file(tp, "optimizer.safetensors"));
   // Saved at step 2 on the TP layout, resumed on it: the uninterrupted run's bytes.
   const RLRun first = run_rl(3, "rl_ranks_tp_resume", 2, "", kTp2, init);
   ASSERT_EQ(first.rc, 0) << first.log;
