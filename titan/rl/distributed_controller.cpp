@@ -294,7 +294,14 @@ void RLController::State::setup_ranks(const RLRanks& layout) {
         autograd::NoGradGuard ng;
         auto src = full->named_parameters();
         auto dst = m.named_parameters();
-        for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+        TITAN_CHECK(src.size() == dst.size(), "titan rl: the policy has {} parameters, its tensor-parallel model {}",
+                    src.size(), dst.size());
+        for (size_t i = 0; i < dst.size(); ++i) {
+          TITAN_CHECK(src[i].first == dst[i].first && src[i].second.shape() == dst[i].second.shape(),
+                      "titan rl: policy parameter {} is '{}' {}, '{}' {} in its tensor-parallel model", i,
+                      src[i].first, shape_str(src[i].second.shape()), dst[i].first, shape_str(dst[i].second.shape()));
+          dst[i].second.copy_(src[i].second);
+        }
       });
       models::apply_overrides(*policy, job.model.overrides);
     }
