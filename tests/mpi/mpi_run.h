@@ -179,8 +179,9 @@ inline void expect_same_training(const TrainOutcome& one, const TrainOutcome& ma
 
 // `titan ARGS` on np ranks (output in LOG) must fail before its first step, with the
 // one-line error "error: rank R: MESSAGE" from every rank R.
-inline void expect_refused_on_every_rank(int np, const std::vector<std::string>& args, const std::string& message,
-                                         const std::string& log, const std::string& what = "") {
+// Returns the job's exit status.
+inline int expect_refused_on_every_rank(int np, const std::vector<std::string>& args, const std::string& message,
+                                        const std::string& log, const std::string& what = "") {
   const int rc = run(titan_argv(np, args), log);
   const std::string out = file_bytes(log);
   EXPECT_NE(rc, 0) << what << ":\n" << out;
@@ -189,6 +190,7 @@ inline void expect_refused_on_every_rank(int np, const std::vector<std::string>&
         << what << ", rank " << r << ":\n"
         << out;
   EXPECT_EQ(out.find("step "), std::string::npos) << what << ": work started:\n" << out;
+  return rc;
 }
 
 }  // namespace titan::test

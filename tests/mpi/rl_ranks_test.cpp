@@ -20,7 +20,17 @@
 //    elementwise (fsdp.h); the weights reach the generator by copies only;
 //  - a checkpoint written on 3 ranks resumes on 1 rank, and one written on 1 rank
 //    resumes on 3, to the same final checkpoint bytes as the uninterrupted run;
-//  - unsupported layouts are a one-line error on every rank before any work;
+//  - a tensor-parallel trainer (mpirun -np 3, tensor_parallel_degree=2: the TP pair on
+//    ranks 0-1, the generator at tp = 1 on rank 2), from an SFT export with its
+//    vocabulary padded to 264 (tp must divide it): logprob_diff_max is its true gap,
+//    > 0 and < 1e-3 at every step (the rowwise layers sum the two ranks' partial
+//    products, which adds them in another order than the generator's one GEMM);
+//    its first step (the same rollouts as the 1-rank run from the same export) has
+//    the 1-rank run's loss and grad norm within 1e-4 relative; losses finite; two
+//    runs equal bitwise (every metrics value, rollouts.jsonl, final checkpoint), and
+//    TP 2 × FSDP 2 on -np 5 equals TP 2 bitwise; a TP run saved at step 2 and
+//    resumed on the same layout ends with the uninterrupted run's checkpoint bytes;
+//  - unsupported layouts are a one-line error (exit 2) on every rank before any work;
 //  - a step whose rollouts all fail on the generator stops every rank with the same
 //    error (no rank waits for the others);
 //  - the generator rank killed with SIGKILL mid-run (the trainers wait for its next
@@ -31,6 +41,8 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <cmath>
+#include <iostream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +64,21 @@ const std::string& sft_export() {
     const int rc = run(titan_argv(0, {"train", "--recipe", "alphabet_sort_sft", "--training.steps=120",
                                       "--validation.enabled=false", "--lr_scheduler.warmup_steps=10",
                                       "--job.dump_folder=" + dump}),
+                       dump + "/log.txt");
+    EXPECT_EQ(rc, 0) << file_bytes(dump + "/log.txt");
+    return dump + "/hf";
+  }();
+  return hf;
+}
+
+// The same SFT run with the vocabulary padded from the tokenizer's 263 to 264 rows
+// (model.vocab_size), so that tensor_parallel_degree=2 divides it.
+const std::string& sft_export_264() {
+  static const std::string hf = [] {
+    const std::string dump = fresh_dir("rl_ranks_sft_264");
+    const int rc = run(titan_argv(0, {"train", "--recipe", "alphabet_sort_sft", "--training.steps=120",
+                                      "--validation.enabled=false", "--lr_scheduler.warmup_steps=10",
+                                      "--model.vocab_size=264", "--job.dump_folder=" + dump}),
                        dump + "/log.txt");
     EXPECT_EQ(rc, 0) << file_bytes(dump + "/log.txt");
     return dump + "/hf";
@@ -82,11 +109,11 @@ struct RLRun {
 };
 
 RLRun run_rl(int np, const std::string& name, int steps, const std::string& dump_in = "",
-             const std::vector<std::string>& extra = {}) {
+             const std::vector<std::string>& extra = {}, const std::string& init = "") {
   RLRun r;
   r.dump = dump_in.empty() ? fresh_dir(name) : dump_in;
   const std::string log = r.dump + "/log-" + std::to_string(np) + "-" + std::to_string(steps) + ".txt";
-  std::vector<std::string> args = rl_args(steps, r.dump, sft_export());
+  std::vector<std::string> args = rl_args(steps, r.dump, init.empty() ? sft_export() : init);
   args.insert(args.end(), extra.begin(), extra.end());
   r.rc = run(titan_argv(np, args), log);
   r.log = file_bytes(log);
@@ -191,18 +218,115 @@ TEST(RLRanks, CheckpointsResumeAcrossLayouts) {
   }
 }
 
+// Every training row of a tensor-parallel run: the gap is reported, > 0 and small.
+void expect_tp_gap(const RLRun& r, const std::string& what) {
+  int steps = 0;
+  for (const json& row : r.rows) {
+    if (!row.contains("loss")) continue;
+    ++steps;
+    const double gap = row["logprob_diff_max"].get<double>();
+    EXPECT_GT(gap, 0.0) << what << ": " << row.dump();
+    EXPECT_LT(gap, 1e-3) << what << ": " << row.dump();
+    EXPECT_GT(row["logprob_diff_mean"].get<double>(), 0.0) << what << ": " << row.dump();
+    EXPECT_TRUE(std::isfinite(row["loss"].get<double>())) << what << ": " << row.dump();
+    EXPECT_TRUE(std::isfinite(row["grad_norm"].get<double>()) && row["grad_norm"].get<double>() > 0)
+        << what << ": " << row.dump();
+    EXPECT_GT(row["trained_tokens"].get<int64_t>(), 0);
+    std::cout << what << " step " << row["step"] << ": logprob_diff_max " << gap << ", logprob_diff_mean "
+              << row["logprob_diff_mean"] << ", loss " << row["loss"] << "\n";
+  }
+  EXPECT_EQ(steps, kSteps) << what;
+}
+
+const std::vector<std::string> kTp2 = {"--parallelism.tensor_parallel_degree=2"};
+
+TEST(RLRanks, TensorParallelTrainerReportsItsTrueGap) {
+  const std::string& init = sft_export_264();
+  const RLRun tp = run_rl(3, "rl_ranks_tp", kSteps, "", kTp2, init);
+  ASSERT_EQ(tp.rc, 0) << tp.log;
+  ASSERT_EQ(tp.rows.size(), static_cast<size_t>(kSteps + 1)) << tp.log;
+  EXPECT_NE(tp.log.find("3 ranks: trainer FSDP dp_shard 1 × TP 2 on ranks 0-1, generator on rank 2"),
+            std::string::npos)
+      << tp.log;
+  expect_tp_gap(tp, "TP 2");
+  // Step 1 trains on the 1-rank run's rollouts (the generator draws them from the
+  // export's weights at tp = 1): loss and grad norm of the TP trainer within 1e-4 of
+  // the 1-rank trainer's (whose gap is 0.0: the generator's own logprobs).
+  const RLRun one = run_rl(0, "rl_ranks_tp_one", 1, "", {}, init);
+  ASSERT_EQ(one.rc, 0) << one.log;
+  ASSERT_EQ(one.rows.size(), 2u) << one.log;
+  const json& a = one.rows[1];
+  const json& b = tp.rows[1];
+  EXPECT_EQ(a["logprob_diff_max"].get<double>(), 0.0) << a.dump();
+  EXPECT_EQ(a["reward_mean"], b["reward_mean"]) << "step 1 rollouts differ";
+  EXPECT_EQ(a["trained_tokens"], b["trained_tokens"]);
+  for (const char* k : {"loss", "grad_norm", "entropy"}) {
+    // The loss -Σ A ratio is near 0 on-policy (advantages of a group sum to 0): its
+    // scale is that of the advantages (~1).
+    const double x = a[k].get<double>(), y = b[k].get<double>();
+    EXPECT_LE(std::fabs(x - y), 1e-4 * std::max(std::fabs(x), 1e-2)) << k << ": 1 rank " << x << ", TP 2 " << y;
+    std::cout << "step 1 " << k << ": 1 rank " << x << ", TP 2 " << y << "\n";
+  }
+  // Run to run: the same bits (the tp sums run in rank order).
+  const RLRun again = run_rl(3, "rl_ranks_tp_again", kSteps, "", kTp2, init);
+  ASSERT_EQ(again.rc, 0) << again.log;
+  ASSERT_EQ(again.rows.size(), tp.rows.size());
+  for (size_t i = 0; i < tp.rows.size(); ++i)
+    EXPECT_EQ(value_text(again.rows[i]), value_text(tp.rows[i])) << "TP 2 run to run, row " << i;
+  EXPECT_EQ(file_bytes(again.dump + "/rollouts.jsonl"), file_bytes(tp.dump + "/rollouts.jsonl"));
+  EXPECT_TRUE(final_file(again, "model.safetensors") == final_file(tp, "model.safetensors"));
+  EXPECT_TRUE(final_file(again, "optimizer.safetensors") == final_file(tp, "optimizer.safetensors"));
+  // TP 2 × FSDP 2 (-np 5): the TP 2 run bit for bit (the tp pair of dp rank q runs
+  // microbatches j ≡ q mod 2 and FullyShard adds their gradients in the 1-dp-rank
+  // accumulation order, as for FSDP alone).
+  const RLRun tp_fsdp = run_rl(5, "rl_ranks_tp_fsdp", kSteps, "", kTp2, init);
+  ASSERT_EQ(tp_fsdp.rc, 0) << tp_fsdp.log;
+  EXPECT_NE(tp_fsdp.log.find("5 ranks: trainer FSDP dp_shard 2 × TP 2 on ranks 0-3, generator on rank 4"),
+            std::string::npos)
+      << tp_fsdp.log;
+  ASSERT_EQ(tp_fsdp.rows.size(), tp.rows.size());
+  for (size_t i = 0; i < tp.rows.size(); ++i)
+    EXPECT_EQ(value_text(tp_fsdp.rows[i]), value_text(tp.rows[i])) << "TP 2 × FSDP 2, row " << i;
+  EXPECT_EQ(file_bytes(tp_fsdp.dump + "/rollouts.jsonl"), file_bytes(tp.dump + "/rollouts.jsonl"));
+  EXPECT_TRUE(final_file(tp_fsdp, "model.safetensors") == final_file(tp, "model.safetensors"));
+  EXPECT_TRUE(final_file(tp_fsdp, "optimizer.safetensors") == final_file(tp, "optimizer.safetensors"));
+  // Saved at step 2 on the TP layout, resumed on it: the uninterrupted run's bytes.
+  const RLRun first = run_rl(3, "rl_ranks_tp_resume", 2, "", kTp2, init);
+  ASSERT_EQ(first.rc, 0) << first.log;
+  const RLRun resumed = run_rl(3, "", kSteps, first.dump, kTp2, init);
+  ASSERT_EQ(resumed.rc, 0) << resumed.log;
+  EXPECT_NE(resumed.log.find("resumed from " + first.dump + "/checkpoint/step-2"), std::string::npos) << resumed.log;
+  ASSERT_EQ(resumed.rows.size(), tp.rows.size());
+  for (size_t i = 0; i < tp.rows.size(); ++i)
+    EXPECT_EQ(value_text(resumed.rows[i]), value_text(tp.rows[i])) << "TP 2 resumed, row " << i;
+  EXPECT_EQ(file_bytes(resumed.dump + "/rollouts.jsonl"), file_bytes(tp.dump + "/rollouts.jsonl"));
+  EXPECT_TRUE(final_file(resumed, "model.safetensors") == final_file(tp, "model.safetensors"));
+  EXPECT_TRUE(final_file(resumed, "optimizer.safetensors") == final_file(tp, "optimizer.safetensors"));
+}
+
 TEST(RLRanks, UnsupportedLayoutsAreRefusedOnEveryRank) {
   const std::string dump = fresh_dir("rl_ranks_refused");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--parallelism.tensor_parallel_degree=2",
-       "titan rl: parallelism.tensor_parallel_degree=2 is not supported (the RL trainer runs FSDP over "
-       "parallelism.data_parallel_shard_degree only)"},
+      {"--parallelism.tensor_parallel_degree=3",
+       "titan rl on 3 ranks: parallelism.tensor_parallel_degree=3 does not divide the trainer's 2 ranks (the world "
+       "minus rl.num_generators=1)"},
+      {"--parallelism.tensor_parallel_degree=2",  // the random init's vocabulary is the tokenizer's 263
+       "parallelism.tensor_parallel_degree=2 does not divide the model's vocabulary size (263)"},
+      {"--parallelism.enable_sequence_parallel=true",
+       "parallelism.enable_sequence_parallel=true is not used by titan rl (the RL trainer's tensor parallelism runs "
+       "without sequence parallelism); remove it"},
       {"--parallelism.pipeline_parallel_degree=2",
        "titan rl: parallelism.pipeline_parallel_degree=2 is not supported (the RL trainer runs FSDP over "
-       "parallelism.data_parallel_shard_degree only)"},
+       "parallelism.data_parallel_shard_degree and tensor parallelism only)"},
+      {"--parallelism.context_parallel_degree=2",
+       "titan rl: parallelism.context_parallel_degree=2 is not supported (the RL trainer runs FSDP over "
+       "parallelism.data_parallel_shard_degree and tensor parallelism only)"},
+      {"--parallelism.expert_parallel_degree=2",
+       "titan rl: parallelism.expert_parallel_degree=2 is not supported (the RL trainer runs FSDP over "
+       "parallelism.data_parallel_shard_degree and tensor parallelism only)"},
       {"--parallelism.data_parallel_replicate_degree=2",
        "titan rl: parallelism.data_parallel_replicate_degree=2 is not supported (the RL trainer runs FSDP over "
-       "parallelism.data_parallel_shard_degree only)"},
+       "parallelism.data_parallel_shard_degree and tensor parallelism only)"},
       {"--parallelism.data_parallel_shard_degree=3",
        "titan rl on 3 ranks: parallelism.data_parallel_shard_degree=3 must be -1 or the trainer's 2 ranks (the "
        "world minus rl.num_generators=1)"},
@@ -212,11 +336,25 @@ TEST(RLRanks, UnsupportedLayoutsAreRefusedOnEveryRank) {
        "titan rl on 3 ranks: rl.max_offpolicy_steps=1 is not supported (the generator rank runs synchronous "
        "on-policy steps; set it to 0)"},
   };
+  {
+    // One process: the trainer and the generator share it, so there is no TP group.
+    std::vector<std::string> args = rl_args(kSteps, dump + "/one", "");
+    args.push_back("--parallelism.tensor_parallel_degree=2");
+    EXPECT_EQ(run(titan_argv(0, args), dump + "/log-one.txt"), 2);
+    EXPECT_NE(file_bytes(dump + "/log-one.txt")
+                  .find("titan rl: parallelism.tensor_parallel_degree=2 on 1 rank (the trainer and the generator "
+                        "share it); launch with mpirun -np 3 for 2 tensor-parallel trainer ranks and a generator "
+                        "rank\n"),
+              std::string::npos)
+        << file_bytes(dump + "/log-one.txt");
+  }
   for (size_t i = 0; i < cases.size(); ++i) {
     std::vector<std::string> args = rl_args(kSteps, dump + "/" + std::to_string(i), "");
     args.push_back(cases[i].first);
-    expect_refused_on_every_rank(3, args, cases[i].second, dump + "/log" + std::to_string(i) + ".txt",
-                                 cases[i].first);
+    EXPECT_EQ(expect_refused_on_every_rank(3, args, cases[i].second, dump + "/log" + std::to_string(i) + ".txt",
+                                           cases[i].first),
+              2)
+        << cases[i].first;
   }
 }
 

@@ -28,7 +28,8 @@ std::string why(const std::string& pattern, std::string_view command) {
   if (pattern == "parallelism.enable_sequence_parallel" && command == "train")
     return "sequence parallelism applies with parallelism.tensor_parallel_degree > 1 only";
   if (pattern.rfind("parallelism.pipeline_parallel_", 0) == 0) return "the RL trainer runs no pipeline stages";
-  if (pattern == "parallelism.enable_sequence_parallel") return "the RL trainer runs no tensor parallelism";
+  if (pattern == "parallelism.enable_sequence_parallel")
+    return "the RL trainer's tensor parallelism runs without sequence parallelism";
   if (command == "train") {
     if (pattern == "generator." || pattern == "rl.") return "it is read by titan rl (titan generate has its own options)";
   }

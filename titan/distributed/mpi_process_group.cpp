@@ -192,6 +192,15 @@ bool mpi_initialized() {
 }
 
 int finish(int rc) {
+  // An error raised before MPI started (e.g. the config's) on a rank of an MPI job:
+  // start it now, so that the barrier below lets every rank print its own error
+  // before the launcher ends the job on the first non-zero exit.
+  if (!mpi_initialized() && rc != 0 && launched_by_mpi()) {
+    try {
+      world();
+    } catch (const std::exception&) {  // no MPI: the rank only returns rc
+    }
+  }
   if (!mpi_initialized()) return rc;
   stop_watchdog();
   int size = 1;

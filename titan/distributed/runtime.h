@@ -11,7 +11,9 @@ bool mpi_initialized();
 // Ends the distributed runtime at the end of main and returns rc: MPI_Finalize when
 // rc == 0 (or the world has one rank); for rc != 0 in a world of several ranks it
 // calls MPI_Abort(rc) instead, so ranks blocked in a collective for this one stop too
-// (mpirun then exits non-zero). Without MPI it only returns rc.
+// (mpirun then exits non-zero). A rank of an MPI job that fails before MPI started
+// (a config error) starts it first, so every rank's error is printed before the job
+// ends. Without MPI it only returns rc.
 int finish(int rc);
 
 // Flushes stdio and ends the whole job now with exit code rc (MPI_Abort under MPI).

@@ -118,9 +118,9 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   State& s = *st_;
   config::validate(job);
   const RLRanks layout = resolve_rl_ranks(job, distributed::world()->size());
-  TITAN_CHECK((layout.world_size > 1 && layout.trainers > 1) || job.parallelism.fsdp_reshard_after_forward == "default",
+  TITAN_CHECK((layout.world_size > 1 && layout.dp_shard > 1) || job.parallelism.fsdp_reshard_after_forward == "default",
               "parallelism.fsdp_reshard_after_forward={} needs FSDP: titan rl shards its trainer only over 2 or "
-              "more trainer ranks (mpirun with a generator rank besides them)",
+              "more FSDP ranks (mpirun with a generator rank besides the trainer's dp_shard × tp ranks)",
               job.parallelism.fsdp_reshard_after_forward);
   s.job = job;
   const auto& rl = job.rl;
@@ -303,14 +303,17 @@ json RLController::State::train_and_log(StepWork& work, int64_t step, const std:
   const double lr = sched->lr(step, job.optimizer.lr);
   distributed::FullyShard* fsdp = ranks ? ranks->fsdp.get() : nullptr;
   DataParallelShare share;
-  if (fsdp) share = {fsdp, &ranks->mesh->group(distributed::MeshDim::dp_shard)};
+  if (fsdp) share = {fsdp, &ranks->mesh->group(distributed::MeshDim::dp_shard), ranks->tp.get(), ranks->tp_comm.get()};
   PolicyUpdateStats us = policy_update_backward(*policy, ref.get(), kept, b.advantages, update_settings,
                                                 fsdp ? &share : nullptr);
   double gnorm = 0;
   bool skipped = false;
   if (us.tokens > 0) {
     auto refs = opt->param_refs();
-    if (fsdp)
+    if (share.tp)  // tp-sharded parameters summed over tp, replicated ones counted once
+      gnorm = job.training.max_norm > 0 ? share.tp->clip_grad_norm_(refs, share.dp, job.training.max_norm)
+                                        : share.tp->grad_norm(refs, share.dp);
+    else if (fsdp)
       gnorm = job.training.max_norm > 0 ? fsdp->clip_grad_norm_(job.training.max_norm) : fsdp->grad_norm();
     else
       gnorm = job.training.max_norm > 0 ? optim::clip_grad_norm_(refs, job.training.max_norm) : optim::grad_norm(refs);
@@ -460,15 +463,18 @@ RLResult RLController::run(const RLRunOptions& o) {
   auto prev_term = std::signal(SIGTERM, on_signal);
   g_signal.store(0);
   if (s.print) {
-    const auto& c = s.policy->config();
+    const distributed::TensorParallel* tp = s.ranks ? s.ranks->tp.get() : nullptr;
+    const auto& c = tp ? tp->full_config() : s.policy->config();  // the whole model's
     fmt::print("rl: env {} | {} {} params, {} layers, dim {}, vocab {} | init {} | {} | kernels {} | threads {}{}\n",
-               s.rollouter->task().name, c.family, s.policy->num_parameters(), c.num_hidden_layers, c.hidden_size, c.vocab_size,
+               s.rollouter->task().name, c.family, tp ? c.num_params() : s.policy->num_parameters(), c.num_hidden_layers,
+               c.hidden_size, c.vocab_size,
                s.init_desc,
                s.job.rl.max_offpolicy_steps > 0 ? fmt::format("async (max_offpolicy_steps {})", s.job.rl.max_offpolicy_steps)
                                                 : std::string("synchronous on-policy"),
                kernels::cpu::isa_name(kernels::cpu::cpu_isa()), num_threads(),
-               s.ranks ? fmt::format(" | {} ranks: trainer FSDP dp_shard {} on ranks 0-{}, generator on rank {}",
-                                     s.ranks->layout.world_size, s.ranks->layout.trainers,
+               s.ranks ? fmt::format(" | {} ranks: trainer FSDP dp_shard {}{} on ranks 0-{}, generator on rank {}",
+                                     s.ranks->layout.world_size, s.ranks->layout.dp_shard,
+                                     s.ranks->layout.tp > 1 ? fmt::format(" × TP {}", s.ranks->layout.tp) : "",
                                      s.ranks->layout.trainers - 1, s.ranks->generator_root())
                        : std::string());
     std::fflush(stdout);

@@ -99,6 +99,9 @@ struct RLController::State {
   // Greedy validation (validate()) where the generator runs; on trainer ranks of a
   // multi-rank job, receives the generator's row values. Collective there.
   double validation(nlohmann::json* row);
+  // Trainer ranks: the policy's parameters gathered from the FSDP shards and tp pieces
+  // to the full model's tensors (collective over the trainer ranks).
+  NamedTensorList full_policy_parameters();
   void send_weights();     // trainer ranks: gathered shards -> generator
   void receive_weights();  // generator rank: -> policy -> sync_weights -> gen
   void save_checkpoint_ranks(int64_t step, const DatasetState& ds);

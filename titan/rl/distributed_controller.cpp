@@ -7,6 +7,7 @@
 #include "titan/autograd/node.h"
 #include "titan/core/error.h"
 #include "titan/kernels/cpu/dispatch.h"
+#include "titan/models/common/overrides.h"
 #include "titan/rl/weight_sync.h"
 #include "titan/train/trainer.h"
 
@@ -20,17 +21,21 @@ RLRanks resolve_rl_ranks(const config::JobConfig& job, int world_size) {
               "rl.num_generators={} is not supported: titan rl runs one generator (its own rank under mpirun)",
               job.rl.num_generators);
   for (auto [v, key] : {std::pair{p.data_parallel_replicate_degree, "data_parallel_replicate_degree"},
-                        std::pair{p.tensor_parallel_degree, "tensor_parallel_degree"},
                         std::pair{p.pipeline_parallel_degree, "pipeline_parallel_degree"},
                         std::pair{p.context_parallel_degree, "context_parallel_degree"},
                         std::pair{p.expert_parallel_degree, "expert_parallel_degree"}})
     TITAN_CHECK(v == 1,
                 "titan rl: parallelism.{}={} is not supported (the RL trainer runs FSDP over "
-                "parallelism.data_parallel_shard_degree only)",
+                "parallelism.data_parallel_shard_degree and tensor parallelism only)",
                 key, v);
   RLRanks r;
   r.world_size = world_size;
+  r.tp = p.tensor_parallel_degree;
   if (world_size == 1) {
+    TITAN_CHECK(r.tp == 1,
+                "titan rl: parallelism.tensor_parallel_degree={} on 1 rank (the trainer and the generator share it); "
+                "launch with mpirun -np {} for {} tensor-parallel trainer ranks and a generator rank",
+                r.tp, r.tp + 1, r.tp);
     TITAN_CHECK(p.data_parallel_shard_degree == 1 || p.data_parallel_shard_degree == -1,
                 "titan rl: parallelism.data_parallel_shard_degree={} on 1 rank (the trainer and the generator share "
                 "it); launch with mpirun -np {} for {} trainer ranks and a generator rank",
@@ -41,10 +46,25 @@ RLRanks resolve_rl_ranks(const config::JobConfig& job, int world_size) {
   r.trainers = world_size - r.generators;
   TITAN_CHECK(r.trainers >= 1, "titan rl on {} ranks: rl.num_generators={} leaves no trainer rank", world_size,
               r.generators);
-  TITAN_CHECK(p.data_parallel_shard_degree == -1 || p.data_parallel_shard_degree == r.trainers,
-              "titan rl on {} ranks: parallelism.data_parallel_shard_degree={} must be -1 or the trainer's {} ranks "
+  TITAN_CHECK(r.trainers % r.tp == 0,
+              "titan rl on {} ranks: parallelism.tensor_parallel_degree={} does not divide the trainer's {} ranks "
               "(the world minus rl.num_generators={})",
-              world_size, p.data_parallel_shard_degree, r.trainers, r.generators);
+              world_size, r.tp, r.trainers, r.generators);
+  r.dp_shard = r.trainers / r.tp;
+  if (r.tp == 1)
+    TITAN_CHECK(p.data_parallel_shard_degree == -1 || p.data_parallel_shard_degree == r.trainers,
+                "titan rl on {} ranks: parallelism.data_parallel_shard_degree={} must be -1 or the trainer's {} ranks "
+                "(the world minus rl.num_generators={})",
+                world_size, p.data_parallel_shard_degree, r.trainers, r.generators);
+  else
+    TITAN_CHECK(p.data_parallel_shard_degree == -1 || p.data_parallel_shard_degree == r.dp_shard,
+                "titan rl on {} ranks: parallelism.data_parallel_shard_degree={} must be -1 or {} (the trainer's {} "
+                "ranks / parallelism.tensor_parallel_degree={})",
+                world_size, p.data_parallel_shard_degree, r.dp_shard, r.trainers, r.tp);
+  TITAN_CHECK(r.tp == 1 || job.model.compute_dtype != config::ComputeDType::bf16,
+              "model.compute_dtype=bf16 with parallelism.tensor_parallel_degree={} is not supported in titan rl: bf16 "
+              "compute covers the trainer's forward on one rank or under FSDP",
+              r.tp);
   TITAN_CHECK(job.rl.max_offpolicy_steps == 0,
               "titan rl on {} ranks: rl.max_offpolicy_steps={} is not supported (the generator rank runs synchronous "
               "on-policy steps; set it to 0)",
@@ -54,6 +74,17 @@ RLRanks resolve_rl_ranks(const config::JobConfig& job, int world_size) {
               "FSDP holds row shards)",
               r.trainers);
   return r;
+}
+
+void check_rl_model(const models::TransformerConfig& cfg, const RLRanks& layout) {
+  if (layout.tp == 1) return;
+  for (auto [v, what] : {std::pair{cfg.num_attention_heads, "attention heads"},
+                         std::pair{cfg.num_key_value_heads, "key/value heads"},
+                         std::pair{cfg.intermediate_size, "FFN hidden width"},
+                         std::pair{cfg.vocab_size, "vocabulary size"}})
+    TITAN_CHECK(v % layout.tp == 0, "parallelism.tensor_parallel_degree={} does not divide the model's {} ({})",
+                layout.tp, what, v);
+  distributed::TensorParallel::check_model(cfg, layout.tp, /*sequence_parallel=*/false, 0);
 }
 
 RankGroups::~RankGroups() = default;
@@ -186,6 +217,43 @@ int shard_of(const distributed::FullyShard& fs, const std::string& key, const Te
   return -1;
 }
 
+// The parameter name of an optimizer state key "<parameter>.<state>" of the tp-local
+// policy, or "" (not a parameter's state).
+std::string param_of(const models::Decoder& m, const std::string& key) {
+  const size_t dot = key.rfind('.');
+  if (dot == std::string::npos) return {};
+  for (const auto& [name, p] : m.named_parameters())
+    if (name.size() == dot && key.compare(0, dot, name) == 0) return name;
+  return {};
+}
+
+// A tp-local tensor (a parameter or its optimizer state, the piece's shape) -> the full
+// model's tensor: the pieces of the tp ranks concatenated in rank order along the
+// parameter's sharded dimension (replicated ones: this rank's copy). Collective over tp.
+Tensor tp_full(const distributed::TensorParallel& tp, distributed::TpComm& c, const std::string& name,
+               const Tensor& piece) {
+  autograd::NoGradGuard ng;
+  using P = distributed::TensorParallel::Placement;
+  switch (tp.placement(name)) {
+    case P::replicate: return piece;
+    case P::shard_rows: return c.all_gather_rows(piece);
+    case P::shard_cols: break;
+  }
+  return c.all_gather_rows(piece.transpose(0, 1).contiguous()).transpose(0, 1).contiguous();
+}
+
+// The full model's tensor -> this tp rank's piece of it (the inverse of tp_full).
+Tensor tp_piece(const distributed::TensorParallel& tp, int rank, int size, const std::string& name,
+                const Tensor& full) {
+  using P = distributed::TensorParallel::Placement;
+  switch (tp.placement(name)) {
+    case P::replicate: return full;
+    case P::shard_rows: return full.narrow(0, rank * (full.size(0) / size), full.size(0) / size).contiguous();
+    case P::shard_cols: break;
+  }
+  return full.narrow(1, rank * (full.size(1) / size), full.size(1) / size).contiguous();
+}
+
 bool validation_due(const config::JobConfig& job, int64_t done) {
   return job.rl.val_freq > 0 && (done % job.rl.val_freq == 0 || done == job.training.steps);
 }
@@ -198,6 +266,7 @@ bool RLController::State::writes_metrics() const { return !ranks || ranks->rank 
 bool RLController::State::writes_rollouts() const { return !ranks || ranks->is_generator(); }
 
 void RLController::State::setup_ranks(const RLRanks& layout) {
+  check_rl_model(policy->config(), layout);  // before any collective: the same error on every rank
   auto r = std::make_unique<RankGroups>();
   r->layout = layout;
   r->world = distributed::world();
@@ -212,8 +281,30 @@ void RLController::State::setup_ranks(const RLRanks& layout) {
     ref.reset();  // the generator keeps `policy` (full, f32: the received weights) and `gen`
   } else {
     distributed::MeshShape shape;
-    shape.dp_shard = layout.trainers;
+    shape.dp_shard = layout.dp_shard;
+    shape.tp = layout.tp;
     r->mesh = std::make_unique<distributed::DeviceMesh>(r->trainers, shape);
+    if (layout.tp > 1) {
+      // The policy becomes this rank's tp slice of the loaded full model (the same
+      // weights on every rank), with the component overrides the full one runs.
+      r->tp = std::make_unique<distributed::TensorParallel>(*r->mesh, policy->config(), /*sequence_parallel=*/false);
+      r->tp_comm = std::make_unique<distributed::TpComm>(r->mesh->group(distributed::MeshDim::tp));
+      const std::unique_ptr<models::Decoder> full = std::move(policy);
+      policy = r->tp->build([&](models::Decoder& m) {
+        autograd::NoGradGuard ng;
+        auto src = full->named_parameters();
+        auto dst = m.named_parameters();
+        TITAN_CHECK(src.size() == dst.size(), "titan rl: the policy has {} parameters, its tensor-parallel model {}",
+                    src.size(), dst.size());
+        for (size_t i = 0; i < dst.size(); ++i) {
+          TITAN_CHECK(src[i].first == dst[i].first && src[i].second.shape() == dst[i].second.shape(),
+                      "titan rl: policy parameter {} is '{}' {}, '{}' {} in its tensor-parallel model", i,
+                      src[i].first, shape_str(src[i].second.shape()), dst[i].first, shape_str(dst[i].second.shape()));
+          dst[i].second.copy_(src[i].second);
+        }
+      });
+      models::apply_overrides(*policy, job.model.overrides);
+    }
     std::vector<std::pair<std::string, const nn::Module*>> blocks;
     for (size_t i = 0; i < policy->layers.size(); ++i) blocks.emplace_back("layers." + std::to_string(i), policy->layers[i]);
     r->fsdp = std::make_unique<distributed::FullyShard>(*policy, *r->mesh, blocks, nullptr,
@@ -246,8 +337,17 @@ double RLController::State::validation(json* row) {
   return reward;
 }
 
+NamedTensorList RLController::State::full_policy_parameters() {
+  distributed::FullyShard& fs = *ranks->fsdp;
+  if (!ranks->tp) return fs.full_parameters();  // collective over dp_shard
+  fs.unshard_all();  // the tp-local parameters, gathered over dp_shard
+  NamedTensorList full = ranks->tp->full_parameters();  // then over tp
+  fs.reshard_all();
+  return full;
+}
+
 void RLController::State::send_weights() {
-  const auto full = ranks->fsdp->full_parameters();  // collective over the trainer ranks
+  const auto full = full_policy_parameters();  // collective over the trainer ranks
   if (!ranks->sync) return;
   size_t bytes = 0;
   for (const auto& [name, t] : full) bytes += t.nbytes();
@@ -279,11 +379,18 @@ void RLController::State::receive_weights() {
 void RLController::State::save_checkpoint_ranks(int64_t step, const DatasetState& ds) {
   // The 1-rank format: full tensors, gathered from the shards (collective over the
   // trainer ranks); trainer rank 0 writes.
-  const NamedTensorList model = ranks->fsdp->full_parameters();
+  const NamedTensorList model = full_policy_parameters();
   distributed::ProcessGroup& shard = ranks->mesh->group(distributed::MeshDim::dp_shard);
   NamedTensorList optim_state;
-  for (auto& [key, t] : opt->state_dict())
-    optim_state.emplace_back(key, shard_of(*ranks->fsdp, key, t) >= 0 ? shard.all_gatherv(t) : t);
+  for (auto& [key, t] : opt->state_dict()) {
+    if (shard_of(*ranks->fsdp, key, t) < 0) {
+      optim_state.emplace_back(key, t);
+      continue;
+    }
+    Tensor v = shard.all_gatherv(t);  // the tp-local rows
+    if (ranks->tp) v = tp_full(*ranks->tp, *ranks->tp_comm, param_of(*policy, key), v);
+    optim_state.emplace_back(key, v);
+  }
   if (ranks->rank != 0) return;
   if (!ckpt)
     ckpt = std::make_unique<CheckpointManager>(ckpt_folder, job.checkpoint.keep_latest_k,
@@ -305,11 +412,18 @@ void RLController::State::load_checkpoint_ranks(const LoadedCheckpoint& c) {
     return;
   }
   distributed::FullyShard& fs = *ranks->fsdp;
-  std::vector<std::pair<std::string, Tensor>> full(c.model.begin(), c.model.end());
+  // With tp > 1 this rank's tp piece of every full tensor first (FullyShard's "full"
+  // tensors are the tp-local ones).
+  const distributed::TensorParallel* tp = ranks->tp.get();
+  const int tp_rank = tp ? ranks->tp_comm->rank() : 0, tp_size = tp ? ranks->tp_comm->size() : 1;
+  std::vector<std::pair<std::string, Tensor>> full;
+  for (const auto& [name, t] : c.model) full.emplace_back(name, tp ? tp_piece(*tp, tp_rank, tp_size, name, t) : t);
   fs.load_full_parameters(full);
   // Optimizer tensors "<param>.<state>" hold the full rows: this rank's are its shard's.
   optim::NamedTensors ost;
-  for (const auto& [key, t] : c.optimizer) {
+  for (const auto& [key, t0] : c.optimizer) {
+    Tensor t = t0;
+    if (tp && shard_of(fs, key, t0) >= 0) t = tp_piece(*tp, tp_rank, tp_size, param_of(*policy, key), t0);
     Tensor v = t;
     if (const int i = shard_of(fs, key, t); i >= 0) {
       TITAN_CHECK(t.shape() == fs.full_shape(i), "checkpoint {}: '{}' has shape {}, the model expects {}", c.path, key,

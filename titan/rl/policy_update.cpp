@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "titan/autograd/function.h"
 #include "titan/autograd/node.h"
 #include "titan/core/error.h"
 #include "titan/ops/index.h"
+#include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
+#include "titan/ops/matmul.h"
 
 namespace titan::rl {
 
@@ -42,6 +45,25 @@ double entropy_sum(const Tensor& logits, double temperature) {
   return total;
 }
 
+// (T, V/P) vocabulary pieces, rank r holding columns [r V/P, (r+1) V/P) -> the full
+// (T, V) logits on every tp rank (all-gather, rank order). Backward: this rank's
+// columns of the (replicated) gradient.
+Tensor gather_vocab(const Tensor& local, distributed::TpComm& c) {
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    const Tensor full_t = c.all_gather_rows(local.detach().transpose(0, 1).contiguous());  // (V, T)
+    out = full_t.transpose(0, 1).contiguous();
+  }
+  if (autograd::needs_grad({&local})) {
+    const int64_t r = c.rank(), Vl = local.size(1);
+    autograd::record_fn("GatherVocabFromTensorParallel", {local}, {out}, [r, Vl](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].narrow(1, r * Vl, Vl).contiguous()};
+    });
+  }
+  return out;
+}
+
 // One microbatch's contribution to the step's statistics (sums over its tokens).
 struct MicroStats {
   double loss = 0, diff_max = 0, diff_sum = 0, gap_sum = 0, ent_sum = 0, clip_sum = 0, ratio_sum = 0, kl_sum = 0,
@@ -54,7 +76,7 @@ static_assert(sizeof(MicroStats) == MicroStats::kFields * sizeof(double));
 // the parameters' .grad); returns their statistics.
 MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, const std::vector<Seq>& seqs,
                           size_t begin, size_t end, const PolicyUpdateSettings& s, int64_t total_sequences,
-                          int64_t total_tokens) {
+                          int64_t total_tokens, distributed::TpComm* tp) {
   MicroStats ms;
   std::vector<std::vector<int32_t>> docs;
   std::vector<int64_t> rows, offsets{0};
@@ -84,7 +106,14 @@ MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, c
   const Tensor tg = Tensor::from_vector(targets, {N});
   const Tensor hidden = policy.forward(fb);
   const Tensor h = index_select(hidden, 0, row_idx);
-  const Tensor lp = titan::logprobs(h, policy.lm_head_weight(), tg, s.temperature);
+  Tensor lp, full_logits;  // full_logits: tp only, (N, V)
+  if (tp) {
+    full_logits = gather_vocab(linear(distributed::copy_to_tp(h, *tp), policy.lm_head_weight()), *tp);
+    const Tensor z = s.temperature == 1.0 ? full_logits : scale(full_logits, 1.0 / s.temperature);
+    lp = scale(cross_entropy(z, tg, -100, 0.0, Reduction::none), -1.0);
+  } else {
+    lp = titan::logprobs(h, policy.lm_head_weight(), tg, s.temperature);
+  }
   PolicyLossInputs in;
   in.logprobs = lp;
   in.old_logprobs = Tensor::from_vector(old_lp, {N});
@@ -107,7 +136,7 @@ MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, c
       ms.diff_sum += std::fabs(d);
       ms.gap_sum -= d;  // logp_gen - logp_train
     }
-    ms.ent_sum = entropy_sum(policy.logits(h.detach()), s.temperature);
+    ms.ent_sum = entropy_sum(tp ? full_logits.detach() : policy.logits(h.detach()), s.temperature);
     // Routing: the row predicting completion token j routed as the generator's did?
     int64_t jj = 0;
     for (size_t k = begin; k < end; ++k) {
@@ -154,8 +183,9 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
               "policy_update_backward: rl.kl_coef={} needs a reference model", s.loss.kl_coef);
   TITAN_CHECK(s.microbatch_tokens >= 1, "policy_update_backward: rl.microbatch_tokens must be >= 1, got {}",
               s.microbatch_tokens);
-  TITAN_CHECK(share == nullptr || (share->fsdp != nullptr && share->dp != nullptr),
-              "policy_update_backward: a DataParallelShare needs its FullyShard and dp group");
+  TITAN_CHECK(share == nullptr || (share->fsdp != nullptr && share->dp != nullptr &&
+                                   (share->tp == nullptr) == (share->tp_comm == nullptr)),
+              "policy_update_backward: a DataParallelShare needs its FullyShard and dp group (and with tp, its group)");
   std::vector<Seq> seqs;
   for (size_t i = 0; i < rollouts.size(); ++i)
     for (const TurnTokens& t : rollouts[i]->turns) {
@@ -192,7 +222,9 @@ PolicyUpdateStats policy_update_backward(models::Decoder& policy, const models::
       continue;
     }
     if (share) share->fsdp->unshard_root();
-    mine[k] = run_microbatch(policy, ref, seqs, micro[j].first, micro[j].second, s, st.sequences, st.tokens);
+    mine[k] = run_microbatch(policy, ref, seqs, micro[j].first, micro[j].second, s, st.sequences, st.tokens,
+                             share ? share->tp_comm : nullptr);
+    if (share && share->tp) share->tp->reduce_partial_grads();  // FSDP takes each microbatch's full gradients
     if (share) share->fsdp->reduce_gradients();
   }
   std::vector<MicroStats> all(rounds * dp);  // rank q's rounds at [q · rounds, (q + 1) · rounds)

@@ -17,6 +17,7 @@
 
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/process_group.h"
+#include "titan/distributed/tensor_parallel.h"
 #include "titan/models/common/decoder.h"
 #include "titan/rl/policy_loss.h"
 #include "titan/rl/rollouter.h"
@@ -48,9 +49,21 @@ struct PolicyUpdateStats {
 // the last round takes part through FullyShard::skip_microbatch. The statistics of
 // every microbatch are exchanged over `dp` and combined in microbatch order, so every
 // rank returns the 1-rank PolicyUpdateStats bit for bit.
+//
+// With tp (tensor parallelism, no sequence parallelism): the policy is the rank's tp
+// slice (TensorParallel::build) and the ranks of a tp group share one dp rank, so they
+// run the same microbatches. The LM head's vocabulary pieces (T, V/P) are gathered
+// over tp inside autograd (the backward hands each rank the gradient of its own
+// columns, and the gradient of the hidden states is summed over tp on its way in, as
+// TensorParallel::loss does), and THE logprobs are taken from the full (T, V) logits
+// (cross_entropy). The partial gradients of replicated parameters
+// (TensorParallel::reduce_partial_grads) are summed before each microbatch's FSDP
+// reduce-scatter.
 struct DataParallelShare {
   distributed::FullyShard* fsdp = nullptr;  // the policy's parameters, sharded over dp
   distributed::ProcessGroup* dp = nullptr;  // the dp group (dp_shard) of the trainer's mesh
+  distributed::TensorParallel* tp = nullptr;  // tp > 1: the policy's tensor parallelism
+  distributed::TpComm* tp_comm = nullptr;     // its tp group
 };
 
 // Forward + loss + backward over `rollouts[i]` with advantage advantages[i] (applied
