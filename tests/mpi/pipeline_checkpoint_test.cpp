@@ -7,12 +7,12 @@
 // tensor once and a load on any layout reads the pieces it needs.
 //
 //  - Same layout: PP 2 with GPipe, 1F1B and Interleaved1F1B (4 stages, 2 per rank), and
-//    PP 2 × FSDP 2, cut back to step 3 and resumed: steps 4..6 and the final weights
-//    (HF export) bitwise equal to the uninterrupted run.
+//    PP 2 × FSDP 2 and PP 2 × DP-replicate 2, cut back to step 3 and resumed: steps
+//    4..6 and the final weights (HF export) bitwise equal to the uninterrupted run.
 //  - Other layouts: the PP 2 (1F1B) checkpoint resumed at 1 rank; the 1-rank checkpoint
 //    resumed at PP 2 (1F1B) and PP 2 (Interleaved1F1B); the FSDP 2 checkpoint at PP 2;
-//    the PP 2 × FSDP 2 checkpoint at 1 rank. Steps 4..6 and the final weights bitwise
-//    equal to the uninterrupted 1-rank run.
+//    the PP 2 × FSDP 2 and PP 2 × DP-replicate 2 checkpoints at 1 rank. Steps 4..6 and
+//    the final weights bitwise equal to the uninterrupted 1-rank run.
 //  - A rank skips only the other stages' tensors: a checkpoint tensor that no stage of
 //    the model has is an error on every rank.
 //
@@ -20,8 +20,8 @@
 // the AdamW moments once, and a load copies the boxes back (never recomputed), so every
 // layout reads back the bits that were saved; the loader's position does not depend on
 // the layout (every layout here draws 2-row microbatches in the 1-rank order); and the
-// training steps of PP 2 (each schedule, and × FSDP 2) and of FSDP 2 are bitwise equal
-// to the 1-rank run that accumulates the same 4 microbatches
+// training steps of PP 2 (each schedule, × FSDP 2, × DP-replicate 2) and of FSDP 2 are
+// bitwise equal to the 1-rank run that accumulates the same 4 microbatches
 // (pipeline_train_test.cpp, fsdp_train_test.cpp), which this test checks again for the
 // uninterrupted runs it uses.
 #include <gtest/gtest.h>
@@ -170,4 +170,17 @@ TEST(PipelineCheckpoint, TensorOfNoStageIsRefusedOnEveryRank) {
                                "checkpoint " + d + "/MANIFEST.json: model tensor 'layers.2.attention.wk.weight' [32, 64] "
                                "is not in the model (a checkpoint of another model?)",
                                dump + "/log.txt");
+}
+
+TEST(PipelineCheckpoint, Pp2TimesDpReplicate2SameLayoutAndToOneRank) {
+  // pp 2 × dp_replicate 2 on 4 ranks: the two replicas of a stage hold the same tensors,
+  // which the lower world rank writes (one shard per tensor).
+  const std::vector<std::string> layout = pp2("1F1B", 4, {"--parallelism.data_parallel_replicate_degree=2"});
+  const TrainRun& src = straight(4, "pp_ck_pp2ddp2", layout);
+  expect_like_one_rank(src, "PP 2 x DP-replicate 2");
+  const nlohmann::json man = nlohmann::json::parse(file_bytes(src.dump + "/checkpoint/step-3/MANIFEST.json"));
+  EXPECT_EQ(man["tensors"]["model/layers.0.attention.wq.weight"]["shards"].size(), 1u);
+  EXPECT_EQ(man["files"].size(), 3u) << man["files"].dump();  // 2 shard files + state.json
+  expect_same_layout_resume(4, "pp_ck_pp2ddp2", layout);
+  expect_reshard_to_one_rank_bits(src, 0, "pp2ddp2_to_1", kOne);
 }
