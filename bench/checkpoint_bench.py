@@ -2,9 +2,11 @@
 """Checkpoint blocking benchmark: the trainer's blocking time per save, asynchronous vs
 synchronous (checkpoint.async_mode), at 1, 2 and 4 ranks (FSDP) on the `small` model of
 train_bench.py (41.6M parameters; the per-step work is cut to seq 64 x 1 row per rank
-because the save, not the step, is measured).
+because the save, not the step, is measured). --layout pp runs pipeline parallelism
+instead (pipeline_parallel_degree = the ranks, 1F1B, untied embeddings, the global batch
+of 4 rows as 4 microbatches of 1): each rank saves its stages' tensors.
 
-Usage: checkpoint_bench.py BUILD_DIR [--steps 6] [--interval 2] [--ranks 1,2,4] [--folder DIR]
+Usage: checkpoint_bench.py BUILD_DIR [--steps 6] [--interval 2] [--ranks 1,2,4] [--layout fsdp|pp] [--folder DIR]
 
 Per run it reads rank 0's metrics.jsonl: checkpoint_blocking_ms of each save (save():
 the snapshot, or the whole write + index when synchronous) plus checkpoint_poll_ms (the
@@ -26,12 +28,19 @@ SMALL = ["--recipe=shakespeare_char", "--model.dim=512", "--model.n_layers=8", "
          "--validation.enabled=false", "--checkpoint.export_hf=false", "--metrics.log_freq=1000"]
 
 
-def run(build, np, mode, steps, interval, folder):
-    dump = os.path.join(folder, f"ckbench_{np}_{mode}")
+def layout_args(layout, np):
+    if layout == "fsdp" or np == 1:
+        return []
+    return [f"--parallelism.pipeline_parallel_degree={np}", "--model.tie_embeddings=false",
+            "--training.local_batch_size=4"]
+
+
+def run(build, np, mode, steps, interval, folder, layout="fsdp"):
+    dump = os.path.join(folder, f"ckbench_{layout}{np}_{mode}")
     shutil.rmtree(dump, ignore_errors=True)
     os.makedirs(dump)
     cmd = [] if np == 1 else ["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", str(np)]
-    cmd += [os.path.join(build, "titan"), "train", *SMALL, f"--training.steps={steps}", "--checkpoint.enable=true",
+    cmd += [os.path.join(build, "titan"), "train", *SMALL, *layout_args(layout, np), f"--training.steps={steps}", "--checkpoint.enable=true",
             f"--checkpoint.interval={interval}", f"--checkpoint.async_mode={mode}", "--checkpoint.keep_latest_k=1",
             f"--job.dump_folder={dump}"]
     t0 = time.time()
@@ -60,16 +69,17 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--interval", type=int, default=2)
     ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--layout", choices=("fsdp", "pp"), default="fsdp")
     ap.add_argument("--folder", default="outputs")
     a = ap.parse_args()
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores; "
-          f"{a.steps} steps, a save every {a.interval}")
+          f"{a.steps} steps, a save every {a.interval}; layout {a.layout}")
     print("| ranks | mode | saves | blocking ms / save (save + poll) | write ms (background) | step ms | "
           "bytes per writing rank | async / sync |")
     print("|---|---|---|---|---|---|---|---|")
     for np in [int(x) for x in a.ranks.split(",")]:
-        res = {m: run(a.build, np, m, a.steps, a.interval, a.folder) for m in ("disabled", "async")}
+        res = {m: run(a.build, np, m, a.steps, a.interval, a.folder, a.layout) for m in ("disabled", "async")}
         for m in ("disabled", "async"):
             r = res[m]
             ratio = f"{100 * r['blocking_ms'] / res['disabled']['blocking_ms']:.1f} %" if m == "async" else ""

@@ -9,8 +9,8 @@
 //     checkpoint and ends with the weights of a 1-rank run that was never killed
 //     (HF export, byte for byte: FSDP 2 is bitwise equal to one rank, and the resume
 //     reads back the same bits, checkpoint_resume_test.cpp).
-// The same on 2 TP ranks (each writing its colwise/rowwise pieces), against an
-// uninterrupted TP 2 run.
+// The same on 2 TP ranks (each writing its colwise/rowwise pieces) and on 2 PP ranks
+// (each writing its stage's tensors), against an uninterrupted run of that layout.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -174,4 +174,14 @@ TEST(DistributedCheckpointKill, KillRank0DuringSave) { kill_rank_mid_save(0, {},
 TEST(DistributedCheckpointKill, KillRank1DuringTpSave) {
   const std::vector<std::string> tp = {"--parallelism.tensor_parallel_degree=2", "--model.vocab_size=260"};
   kill_rank_mid_save(1, tp, uninterrupted_weights(2, tp), "kill_tp1");
+}
+// PP 2 (1F1B, untied embeddings, the 4 rows of a step as 2 microbatches of 2): each rank
+// writes its stage's tensors; the resumed run ends with the weights of an uninterrupted
+// PP 2 run (PP is bitwise equal run to run, and a same-layout resume reads back the same
+// bits, pipeline_checkpoint_test.cpp).
+TEST(DistributedCheckpointKill, KillRank1DuringPpSave) {
+  const std::vector<std::string> pp = {"--parallelism.pipeline_parallel_degree=2", "--model.tie_embeddings=false",
+                                       "--training.local_batch_size=4",
+                                       "--parallelism.pipeline_parallel_microbatch_size=2"};
+  kill_rank_mid_save(1, pp, uninterrupted_weights(2, pp), "kill_pp1");
 }

@@ -78,10 +78,6 @@ TEST(Layout, BadLayoutsFailOnEveryRankBeforeWork) {
        "model.tie_embeddings=true with parallelism.pipeline_parallel_degree=2 is not supported: the embedding "
        "(first stage) and the LM head (last stage) would be one matrix on two ranks"},
       {2,
-       {"--parallelism.pipeline_parallel_degree=2", "--model.tie_embeddings=false", "--checkpoint.enable=true"},
-       "checkpoint.enable=true with parallelism.pipeline_parallel_degree=2 is not supported: a stage's checkpoint "
-       "holds only its own layers"},
-      {2,
        {"--parallelism.context_parallel_degree=2", "--training.seq_len=34"},
        "training.seq_len=34 must be divisible by 2 × parallelism.context_parallel_degree = 4 (each cp rank takes one "
        "head and one tail chunk)"},

@@ -324,7 +324,17 @@ Tensor CheckpointIndex::read_full(const std::string& sec, const std::string& nam
   return read(sec, name, full_box(it->second.shape));
 }
 
-void load_sharded(const CheckpointIndex& index, const std::string& section, const std::vector<ShardedTensor>& targets) {
+namespace {
+// Whether optimizer key "<param>.<field>" belongs to a parameter in `names`.
+bool key_of_any(const std::string& key, const std::set<std::string>& names) {
+  for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+    if (names.count(key.substr(0, dot))) return true;
+  return false;
+}
+}  // namespace
+
+void load_sharded(const CheckpointIndex& index, const std::string& section, const std::vector<ShardedTensor>& targets,
+                  const std::set<std::string>& elsewhere) {
   autograd::NoGradGuard ng;
   const std::string where = index.dir() + "/" + kIndexName;
   const auto& m = index.section(section);
@@ -337,6 +347,7 @@ void load_sharded(const CheckpointIndex& index, const std::string& section, cons
                 safetensors_dtype_name(it->second.dtype), safetensors_dtype_name(t.local.dtype()));
   }
   for (const auto& [name, e] : m) {
+    if (elsewhere.count(name)) continue;
     bool found = false;
     for (const ShardedTensor& t : targets) found = found || t.name == name;
     TITAN_CHECK(found, "checkpoint {}: {} tensor '{}' {} is not in the model (a checkpoint of another model?)", where,
@@ -350,9 +361,11 @@ void load_sharded(const CheckpointIndex& index, const std::string& section, cons
 }
 
 std::vector<std::pair<std::string, Tensor>> load_sharded_optimizer(const CheckpointIndex& index,
-                                                                   const std::vector<ShardedTensor>& params) {
+                                                                   const std::vector<ShardedTensor>& params,
+                                                                   const std::set<std::string>& elsewhere) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& [key, e] : index.section("optimizer")) {
+    if (key_of_any(key, elsewhere)) continue;
     const ShardedTensor* p = param_of_key(key, params);
     if (p && e.shape == p->global_shape && !e.shape.empty())
       out.emplace_back(key, index.read("optimizer", key, p->box));

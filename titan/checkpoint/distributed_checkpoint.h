@@ -44,6 +44,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,13 +141,17 @@ class CheckpointIndex {
 // section/name). Throws naming MANIFEST.json for a tensor the checkpoint lacks or whose
 // global shape or dtype differs from the target's ("'x' has shape [..], the model
 // expects [..]"), and for a checkpoint tensor the targets lack (strict, as
-// load_state_dict is).
-void load_sharded(const CheckpointIndex& index, const std::string& section, const std::vector<ShardedTensor>& targets);
+// load_state_dict is) unless `elsewhere` names it: the model tensors other ranks hold
+// whole and this rank holds no piece of (a pipeline's other stages), which it skips.
+void load_sharded(const CheckpointIndex& index, const std::string& section, const std::vector<ShardedTensor>& targets,
+                  const std::set<std::string>& elsewhere = {});
 // The optimizer section as this rank's state dict (for Optimizer::load_state_dict): each
 // key "<param>.<field>" whose global shape equals its parameter's takes the parameter's
-// box from `params`; other keys are read whole.
+// box from `params`; the keys "<param>.<field>" of a parameter in `elsewhere` (above)
+// are skipped; other keys are read whole.
 std::vector<std::pair<std::string, Tensor>> load_sharded_optimizer(const CheckpointIndex& index,
-                                                                   const std::vector<ShardedTensor>& params);
+                                                                   const std::vector<ShardedTensor>& params,
+                                                                   const std::set<std::string>& elsewhere = {});
 // state.json of a checkpoint directory (step and extra). Throws naming the file.
 TrainState read_checkpoint_state(const std::string& dir);
 // The whole checkpoint as full tensors (CheckpointManager::load of a distributed one).

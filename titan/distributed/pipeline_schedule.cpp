@@ -114,10 +114,6 @@ PipelinePlan plan_pipeline(const config::JobConfig& job, int pp, int64_t n_layer
               "model.tie_embeddings=true with parallelism.pipeline_parallel_degree={} is not supported: the embedding "
               "(first stage) and the LM head (last stage) would be one matrix on two ranks",
               pp);
-  TITAN_CHECK(!job.checkpoint.enable,
-              "checkpoint.enable=true with parallelism.pipeline_parallel_degree={} is not supported: a stage's "
-              "checkpoint holds only its own layers",
-              pp);
   plan.stages = split_stages(n_layers, static_cast<int>(stages));
   return plan;
 }

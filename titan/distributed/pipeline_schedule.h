@@ -66,7 +66,7 @@ struct PipelinePlan {
 // more stages than layers; GPipe/1F1B with more than one stage per rank,
 // Interleaved1F1B with one; a microbatch size that does not divide
 // training.local_batch_size; Interleaved1F1B with a microbatch count that pp does not
-// divide; tied embeddings; checkpoint.enable.
+// divide; tied embeddings.
 PipelinePlan plan_pipeline(const config::JobConfig& job, int pp, int64_t n_layers, bool tied);
 
 // The stages of a decoder with n_layers layers cut into num_stages stages (header).

@@ -3,6 +3,7 @@
 #include "titan/distributed/device_mesh.h"
 #include "titan/distributed/expert_parallel.h"
 #include "titan/distributed/fsdp.h"
+#include "titan/distributed/pipeline.h"
 #include "titan/distributed/tensor_parallel.h"
 
 namespace titan {
@@ -29,7 +30,7 @@ ShardedTensor row_piece(const std::string& name, const Tensor& local, int64_t ro
 std::vector<ShardedTensor> checkpoint_pieces(const models::Decoder& model, const distributed::DeviceMesh& mesh,
                                              const distributed::FullyShard* fsdp,
                                              const distributed::TensorParallel* tp,
-                                             const distributed::ExpertParallel* ep) {
+                                             const distributed::ExpertParallel* ep, const distributed::Pipeline* pp) {
   using distributed::MeshDim;
   std::vector<ShardedTensor> out;
   if (fsdp) {
@@ -39,7 +40,8 @@ std::vector<ShardedTensor> checkpoint_pieces(const models::Decoder& model, const
       out.push_back(row_piece(name, shard, fsdp->full_shape(i)[0], fsdp->shard_rows(i).offset, over));
     }
   } else {
-    for (auto& [name, p] : model.named_parameters()) out.push_back(sharded_full(name, p));
+    for (auto& [name, p] : model.named_parameters())
+      if (!pp || pp->owns(name)) out.push_back(sharded_full(name, p));
   }
   if (ep) {
     const int64_t n = mesh.ep().size(), e = mesh.ep().rank();
@@ -64,7 +66,18 @@ std::vector<ShardedTensor> checkpoint_pieces(const models::Decoder& model, const
                           placement_json("tp", d < 0 ? "Replicate()" : "Shard(" + std::to_string(d) + ")"));
     }
   }
-  for (auto& [name, b] : model.named_buffers()) out.push_back(sharded_full(name, b));
+  for (auto& [name, b] : model.named_buffers())
+    if (!pp || pp->owns(name)) out.push_back(sharded_full(name, b));
+  return out;
+}
+
+std::set<std::string> checkpoint_names_elsewhere(const models::Decoder& model, const distributed::Pipeline* pp) {
+  std::set<std::string> out;
+  if (!pp) return out;
+  for (auto& [name, t] : model.named_parameters())
+    if (!pp->owns(name)) out.insert(name);
+  for (auto& [name, t] : model.named_buffers())
+    if (!pp->owns(name)) out.insert(name);
   return out;
 }
 

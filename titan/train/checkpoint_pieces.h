@@ -2,6 +2,8 @@
 // distributed checkpoint (distributed_checkpoint.h): each is a box of the full model's
 // tensor, so a checkpoint written on one layout loads on any other.
 #pragma once
+#include <set>
+#include <string>
 #include <vector>
 
 #include "titan/checkpoint/distributed_checkpoint.h"
@@ -12,6 +14,7 @@ class DeviceMesh;
 class FullyShard;
 class TensorParallel;
 class ExpertParallel;
+class Pipeline;
 }  // namespace titan::distributed
 
 namespace titan {
@@ -29,11 +32,20 @@ namespace titan {
 //    tp_rank × local rows), rowwise Shard(1) (columns likewise), the norms Replicate
 //    (the same box on every tp rank: written once). Placements nest tp first, then
 //    dp_shard, as DTensor's do;
-//  - buffers (e.g. the MoE routers' expert bias) whole.
+//  - buffers (e.g. the MoE routers' expert bias) whole;
+//  - PP (pp given): only the parameters and buffers of this rank's stages (FSDP shards
+//    only those), each whole or as its FSDP piece above, so the pp ranks' pieces are
+//    disjoint sets of tensors that together name every tensor of the model once (the
+//    index has no pp placement: a stage holds its tensors whole, as TorchTitan's
+//    per-stage state dicts do).
 // No communication. The tensors are the rank's live ones (load_sharded fills them in place).
 std::vector<ShardedTensor> checkpoint_pieces(const models::Decoder& model, const distributed::DeviceMesh& mesh,
                                              const distributed::FullyShard* fsdp,
                                              const distributed::TensorParallel* tp,
-                                             const distributed::ExpertParallel* ep);
+                                             const distributed::ExpertParallel* ep, const distributed::Pipeline* pp);
+
+// The names of the model's parameters and buffers that other pp ranks hold (empty
+// without pp): the checkpoint tensors a load on this rank skips (load_sharded).
+std::set<std::string> checkpoint_names_elsewhere(const models::Decoder& model, const distributed::Pipeline* pp);
 
 }  // namespace titan

@@ -413,7 +413,8 @@ void Trainer::save_checkpoint(int64_t step, double& blocking_ms) {
   st.extra["seed"] = job_.training.seed;
   st.extra["kernel_isa"] = std::string(kernels::cpu::isa_name(kernels::cpu::cpu_isa()));
   if (!ckpt_->row.is_null()) st.extra["metrics_row"] = ckpt_->row;
-  const std::vector<ShardedTensor> params = checkpoint_pieces(*model_, *mesh_, fsdp_.get(), tp_.get(), ep_.get());
+  const std::vector<ShardedTensor> params =
+      checkpoint_pieces(*model_, *mesh_, fsdp_.get(), tp_.get(), ep_.get(), pipeline_.get());
   blocking_ms = ckpt_->mgr->save(params, sharded_optimizer_state(opt_->state_dict(), params), st);
 }
 
@@ -431,9 +432,12 @@ bool Trainer::try_resume() {
   collective_check(mesh_->world(), [&] {  // a bad checkpoint is an error on every rank
     c.state = read_checkpoint_state(*latest);
     const CheckpointIndex index(*latest);
-    const std::vector<ShardedTensor> params = checkpoint_pieces(*model_, *mesh_, fsdp_.get(), tp_.get(), ep_.get());
-    load_sharded(index, "model", params);
-    opt_->load_state_dict(load_sharded_optimizer(index, params));
+    const std::vector<ShardedTensor> params =
+        checkpoint_pieces(*model_, *mesh_, fsdp_.get(), tp_.get(), ep_.get(), pipeline_.get());
+    // Under PP the other stages' tensors are the other pp ranks' to load.
+    const std::set<std::string> elsewhere = checkpoint_names_elsewhere(*model_, pipeline_.get());
+    load_sharded(index, "model", params, elsewhere);
+    opt_->load_state_dict(load_sharded_optimizer(index, params, elsewhere));
     if (doc_loader_)
       doc_loader_->load_state(c.state.extra.at("loader"));
     else
