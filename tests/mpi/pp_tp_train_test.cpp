@@ -2,7 +2,8 @@
 // label mpi): the debugmodel with untied embeddings (tied embeddings and PP are refused)
 // and vocabulary 260 (so that tp 2 divides it), 20 steps of the same global batch (8
 // rows) in microbatches of 2 rows, the same seeds. PP 2 (1F1B) × TP 2 on 4 ranks, with
-// and without sequence parallelism:
+// and without sequence parallelism, and Interleaved1F1B (4 layers, 2 stages per pp rank)
+// × TP 2 with SP:
 //  - step 1's loss within 1e-5 relative of the 1-rank run's (the same weights, one
 //    forward: only the tp sums' order differs);
 //  - every step's loss (and the validation losses) within 1e-4 of the 1-rank run's,
@@ -59,8 +60,8 @@ const TrainOutcome& one_rank() {
   return r;
 }
 
-void expect_close_and_repeatable(const std::string& name, const std::vector<std::string>& layout) {
-  const TrainOutcome& one = one_rank();
+void expect_close_and_repeatable(const TrainOutcome& one, const std::string& name,
+                                 const std::vector<std::string>& layout) {
   const TrainOutcome a = run_train(4, name + "_a", layout), b = run_train(4, name + "_b", layout);
   ASSERT_EQ(one.loss.size(), kTrainSteps) << one.log;
   ASSERT_EQ(a.loss.size(), kTrainSteps) << name << "\n" << a.log;
@@ -100,11 +101,21 @@ void expect_close_and_repeatable(const std::string& name, const std::vector<std:
 
 TEST(PipelineTensorParallel, PpTwoByTpTwoCloseToOneAndRepeatable) {
   // enable_sequence_parallel defaults to true (TorchTitan's default): off here.
-  expect_close_and_repeatable("pp2_tp2", with(kPpTp, {"--parallelism.enable_sequence_parallel=false"}));
+  expect_close_and_repeatable(one_rank(), "pp2_tp2", with(kPpTp, {"--parallelism.enable_sequence_parallel=false"}));
 }
 
 TEST(PipelineTensorParallel, PpTwoByTpTwoSequenceParallelCloseToOneAndRepeatable) {
-  expect_close_and_repeatable("pp2_tp2_sp", with(kPpTp, {"--parallelism.enable_sequence_parallel=true"}));
+  expect_close_and_repeatable(one_rank(), "pp2_tp2_sp", with(kPpTp, {"--parallelism.enable_sequence_parallel=true"}));
+}
+
+TEST(PipelineTensorParallel, Interleaved1F1BByTpTwoCloseToOneAndRepeatable) {
+  // 4 layers in 4 stages, 2 per pp rank, each split over tp 2 (SP).
+  static const TrainOutcome one =
+      run_train(0, "pptp_one4", {"--training.local_batch_size=2", "--model.n_layers=4"});
+  std::vector<std::string> a = with(kPpTp, {"--model.n_layers=4", "--parallelism.enable_sequence_parallel=true"});
+  for (std::string& s : a)
+    if (s == "--parallelism.pipeline_parallel_schedule=1F1B") s = "--parallelism.pipeline_parallel_schedule=Interleaved1F1B";
+  expect_close_and_repeatable(one, "pp2_interleaved_tp2_sp", a);
 }
 
 TEST(PipelineTensorParallel, CheckpointResumesOnItsLayoutAndLoadsOnOneRank) {
