@@ -66,10 +66,6 @@ MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, co
 }
 
 void refuse_unimplemented(const MeshShape& s) {
-  TITAN_CHECK(s.tp == 1 || s.pp == 1,
-              "parallelism.tensor_parallel_degree={} with parallelism.pipeline_parallel_degree={}: tensor "
-              "parallelism inside pipeline stages is not supported (use one of them, each composes with FSDP/HSDP)",
-              s.tp, s.pp);
   TITAN_CHECK(s.cp == 1 || (s.tp == 1 && s.pp == 1),
               "parallelism.context_parallel_degree={} with parallelism.tensor_parallel_degree={} / "
               "pipeline_parallel_degree={}: context parallelism together with tensor or pipeline parallelism is not "
