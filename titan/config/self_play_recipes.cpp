@@ -10,8 +10,8 @@ namespace {
 // Piles of 5..8 stones, moves of 1..3, a draw after 8 moves (so a game always ends
 // with a winner), 256 validation games against the scripted random opponent (half with
 // the policy moving first). A short system prompt: the context is rebuilt every move
-// and the prompt is ~90% of the trained tokens, so halving the rules' text (112 -> 56
-// bytes) trains ~27% fewer tokens per move. The SFT and the GRPO run read the same
+// and the prompt is ~90% of the trained tokens, so halving the rules' text (113 -> 57
+// bytes) trains ~26% fewer tokens per move. The SFT and the GRPO run read the same
 // task config.
 constexpr const char* kSelfPlayTaskConfig =
     R"({"num_samples": 20000, "num_validation": 256, "min_stones": 5, "max_stones": 8, "max_take": 3, "max_moves": 8, "demo_policy": "random", "system_prompt": "Nim: take 1-3 stones, the last stone wins. <move>N</move>"})";
@@ -21,18 +21,19 @@ constexpr const char* kSelfPlayTaskConfig =
 // alphabet_sort_sft's small chat model trained from scratch on self-play games whose
 // moves are uniformly random legal takes: it learns the format (<move>N</move>) and
 // the legal moves, not Nim's strategy (take n mod 4), which the GRPO run has to find.
-// One masked document per move (the context restarts every move: ~160 tokens). 300
+// One masked document per move (the context restarts every move: ~150 tokens). 300
 // steps learned the format but not which takes are legal at small piles (greedy
 // "take 1" everywhere, 9% of the sampled moves illegal); 1200 steps condition the
-// moves on the pile (1.8% illegal) and leave the strategy to GRPO (greedy val_win 0.27,
-// the optimal policy's 0.94).
+// moves on the pile (1.8% illegal); 3000 steps gave GRPO the start from which it went
+// furthest in its 60 steps (greedy val_win 0.49 -> 0.84; from 1200: 0.27 -> 0.67; the
+// optimal policy's: 0.94).
 JobConfig self_play_sft() {
   JobConfig c = workload_sft("self_play", kSelfPlayTaskConfig);
   c.job.description = "self_play SFT: the alphabet_sort_sft model on Nim games of random legal moves, from scratch";
   c.training.seq_len = 512;
-  c.training.steps = 1200;
+  c.training.steps = 3000;
   c.lr_scheduler.warmup_steps = 20;
-  c.validation.freq = 400;
+  c.validation.freq = 1000;
   return c;
 }
 
