@@ -7,8 +7,8 @@ namespace titan::config {
 
 namespace {
 
-// Piles of 5..8 stones, moves of 1..3, a draw after 8 moves (so a game always ends
-// with a winner), 256 validation games against the scripted random opponent (half with
+// Piles of 5..8 stones, moves of 1..3, max_moves 8 (a pile of at most 8 stones is
+// always emptied first, so every game has a winner), 256 validation games against the scripted random opponent (half with
 // the policy moving first). A short system prompt: the context is rebuilt every move
 // and the prompt is ~90% of the trained tokens, so halving the rules' text (113 -> 57
 // bytes) trains ~26% fewer tokens per move. The SFT and the GRPO run read the same
