@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -219,6 +220,48 @@ TEST(SelfPlay, SftDocumentsHoldOneMoveInItsOwnContext) {
   EXPECT_EQ(n, docs.size());
 }
 
+// A move's context names exactly the move made since its player last moved, so the
+// games against the scripted opponent (validation) show the policy the same kind of
+// context as self-play (training and SFT): one "Player K took T." from the other
+// side, then the pile that move left.
+TEST(SelfPlay, EveryContextNamesTheOpponentsLastMoveOnly) {
+  json cfg = kSmall;
+  cfg["num_validation"] = 64;
+  const TaskSpec t = make_task("self_play", cfg);
+  const std::regex state(R"(^(Player ([12]) took ([0-9]+)\. )?Pile: ([0-9]+)\. You are player ([12])\. Your move\.$)");
+  int scripted_events = 0;
+  for (const SampleSource* src : {t.train.get(), t.validation.get()})
+    for (int64_t i = 0; i < src->size(); ++i) {
+      const TaskSample s = src->get(i);
+      const Rollout r = t.demonstration_rollout(s);
+      int pile = s.prompt["stones"].get<int>(), last_take = 0;
+      for (int k = 0; k < r.num_turns(); ++k) {
+        const size_t b = static_cast<size_t>(r.turn_context_start[static_cast<size_t>(k)]);
+        const std::string& user = r.messages[b + 1].content;
+        std::smatch m;
+        ASSERT_TRUE(std::regex_match(user, m, state)) << user;
+        const int me = std::stoi(m[5].str());
+        const int now = std::stoi(m[4].str());
+        if (m[1].matched) {
+          EXPECT_NE(std::stoi(m[2].str()), me) << user;  // the other side's move, never its own
+          const int took = std::stoi(m[3].str());
+          if (src == t.validation.get()) {  // the policy's last take, then the opponent's answer
+            EXPECT_EQ(pile - last_take - took, now) << s.id << ": " << user;
+            ++scripted_events;
+          } else {  // self-play: the previous turn was the other side's move
+            EXPECT_EQ(took, last_take) << s.id << ": " << user;
+            EXPECT_EQ(pile - took, now) << s.id << ": " << user;
+          }
+        } else {
+          EXPECT_EQ(now, s.prompt["stones"].get<int>()) << user;  // only the first move has no event
+        }
+        pile = now;
+        last_take = *nim_parse_move(r.completions[static_cast<size_t>(k)]);
+      }
+    }
+  EXPECT_GT(scripted_events, 64);
+}
+
 TEST(SelfPlay, BadInputScoresZeroWithTheReason) {
   const TaskSpec t = make_task("self_play", kSmall);
   // A sample without a pile: env.init fails, the rollout is an error scored 0.
@@ -246,6 +289,36 @@ TEST(SelfPlay, BadInputScoresZeroWithTheReason) {
   EXPECT_THROW(make_task("self_play", json{{"min_stones", 3}}), Error);
   EXPECT_THROW(make_task("self_play", json{{"demo_policy", "greedy"}}), Error);
   EXPECT_THROW(make_task("self_play", json{{"stones", 5}}), Error);
+}
+
+// A reply cut at generator.max_tokens loses for its mover, like an unreadable move (a
+// 0 would beat a loss); a rollout stopped by rl.max_turns has no result (0).
+TEST(SelfPlay, ACutReplyForfeitsTheGameOfItsMover) {
+  const TaskSpec t = make_task("self_play", kSmall);
+  int checked = 0;
+  for (const SampleSource* src : {t.train.get(), t.validation.get()})
+    for (int64_t i = 0; i < 8; ++i) {
+      const TaskSample s = src->get(i);
+      const Rollout full = t.demonstration_rollout(s);
+      const bool scripted = s.prompt["opponent"] == "scripted";
+      for (int k = 0; k < full.num_turns(); ++k) {
+        Rollout r = full;
+        r.completions.resize(static_cast<size_t>(k) + 1);
+        r.completions.back() = "<move>1</mo";
+        r.status = RolloutStatus::truncated_length;
+        t.rubric.score(r);
+        // Self-play: turn k is player (k mod 2)'s; the reward is player 1's. Scripted: every turn is the policy's.
+        const double want = scripted || k % 2 == 0 ? -1.0 : 1.0;
+        EXPECT_EQ(r.total_reward, want) << s.id << " turn " << k;
+        EXPECT_EQ(r.reward("win"), want > 0 ? 1.0 : 0.0);
+        EXPECT_EQ(r.reward("draw"), 0.0);
+        r.status = RolloutStatus::truncated_max_turns;
+        t.rubric.score(r);
+        EXPECT_EQ(r.total_reward, 0.0);
+        ++checked;
+      }
+    }
+  EXPECT_GT(checked, 32);
 }
 
 // The real environment and rubric with a random-init model, whose replies are mapped

@@ -200,10 +200,18 @@ NimGame replay_self_play(const SelfPlayConfig& cfg, const TaskSample& sample, co
 
 double self_play_outcome(const SelfPlayConfig& cfg, const Rollout& r) {
   const GameSetup g = setup_of(r.sample);
+  const int side = g.scripted ? g.policy_side : 0;
+  if (r.status == RolloutStatus::truncated_length && !r.completions.empty()) {
+    // A reply cut at max_tokens forfeits like an unreadable one: its mover loses.
+    const std::vector<std::string> played(r.completions.begin(), r.completions.end() - 1);
+    const NimGame game = replay_self_play(cfg, r.sample, played);
+    TITAN_CHECK(!game.over(), "self_play: rollout '{}': a reply was cut after the game ended", r.id);
+    return game.to_move == side ? -1.0 : 1.0;
+  }
+  if (is_truncated(r.status)) return 0.0;  // stopped by rl.max_turns / max_total_tokens: no result
   const NimGame game = replay_self_play(cfg, r.sample, r.completions);
   TITAN_CHECK(game.over(), "self_play: rollout '{}': the game is not over after {} replies", r.id, r.completions.size());
   if (game.draw) return 0.0;
-  const int side = g.scripted ? g.policy_side : 0;
   return game.winner == side ? 1.0 : -1.0;
 }
 
@@ -239,7 +247,10 @@ StepResult SelfPlayEnv::step(const std::string& reply) {
   const int pile = game_.pile;
   game_.play_reply(reply);
   if (game_.over()) return StepResult{{}, true, false};
-  std::string events = fmt::format("Player {} took {}. ", mover + 1, pile - game_.pile);
+  // The next context shows the moves made since its player last moved: in self-play
+  // the mover's move (the other side's); against the scripted opponent, only the
+  // opponent's answer, so both kinds of context name exactly one move.
+  std::string events = scripted_ ? std::string() : fmt::format("Player {} took {}. ", mover + 1, pile - game_.pile);
   GameSetup g;
   g.scripted = scripted_;
   g.policy_side = policy_side_;
@@ -278,13 +289,15 @@ TaskSpec make_self_play_task(const json& config) {
       RewardFn{"outcome", 1.0, outcome},
       RewardFn{"win", 0.0, [outcome](const Rollout& r) { return outcome(r) > 0 ? 1.0 : 0.0; }},
       RewardFn{"draw", 0.0, [cfg](const Rollout& r) {
-                 return replay_self_play(cfg, r.sample, r.completions).draw ? 1.0 : 0.0;
+                 return !is_truncated(r.status) && replay_self_play(cfg, r.sample, r.completions).draw ? 1.0 : 0.0;
                }}};
   TaskSpec t{"self_play",
              std::make_shared<SelfPlaySource>(cfg, false),
              std::make_shared<SelfPlaySource>(cfg, true),
              [cfg] { return std::make_unique<SelfPlayEnv>(cfg); },
-             Rubric(std::move(fns), RubricOptions{0.0, 0.0}),
+             // Truncated rollouts reach the functions: a cut reply is a forfeit, not a 0
+             // that would beat a loss (and train the side behind to break the format).
+             Rubric(std::move(fns), RubricOptions{std::nullopt, 0.0}),
              cfg.max_moves,
              [cfg](const TaskSample& s) { return reference_replies(cfg, s); }};
   // Self-play: turn t is player (t mod 2)'s move; the second player's reward is minus

@@ -10,7 +10,7 @@
 //
 // Episode: one game, one assistant turn per move. The context restarts every move
 // (StepResult::reset_context): a turn's context is [system (the rules),
-// user (the last moves and the state)], so every move is trained in its own short
+// user (the move made since its player last moved, and the state)], so every move is trained in its own short
 // context.
 //
 //   system: Nim. Take turns removing 1 to 3 stones from a pile; whoever takes the last stone wins. ...
@@ -35,7 +35,9 @@
 // Rewards: "outcome" (weight 1): +1 win, -1 loss, 0 draw, for player 1 (self) or the
 // policy (scripted); "win" and "draw" (weight 0): indicators of the same game, whose
 // validation means (val_win, val_draw in metrics.jsonl) are the win and draw rates
-// against the scripted opponent. A truncated or errored rollout scores 0.
+// against the scripted opponent. A reply cut at generator.max_tokens forfeits like an
+// unreadable one (its mover loses); an errored rollout, or one stopped by rl.max_turns
+// or rl.max_total_tokens, scores 0.
 //
 // Demonstrations (SFT): both sides play demo_policy: "random" (a seeded uniformly
 // random legal move: the model learns the format and the legal moves, not the
