@@ -84,7 +84,7 @@ MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, c
   const Tensor tg = Tensor::from_vector(targets, {N});
   const Tensor hidden = policy.forward(fb);
   const Tensor h = index_select(hidden, 0, row_idx);
-  const Tensor lp = titan::logprobs(h, policy.lm_head_weight(), tg, s.temperature);
+  const Tensor lp = policy.logprobs(h, tg, s.temperature);  // the generator's LM head chain
   PolicyLossInputs in;
   in.logprobs = lp;
   in.old_logprobs = Tensor::from_vector(old_lp, {N});
@@ -97,7 +97,7 @@ MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, c
     autograd::NoGradGuard ng;
     if (s.loss.kl_coef > 0) {
       const Tensor rh = index_select(ref->forward(fb), 0, row_idx);
-      in.ref_logprobs = titan::logprobs(rh, ref->lm_head_weight(), tg, s.temperature);
+      in.ref_logprobs = ref->logprobs(rh, tg, s.temperature);
     }
     // The trainer/generator gap on exactly the tokens trained, from this forward.
     const std::vector<float> tl = lp.detach().to_vector<float>();
