@@ -31,14 +31,16 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "benchmark dtype median_tok/s best_tok/s median_weight_GB/s (over $ROUNDS rounds)"
 python3 - "$out" <<'PY'
 import statistics, sys
+def num(s):  # google-benchmark counters: 1.53091k
+    return float(s[:-1]) * {"k": 1e3, "M": 1e6}[s[-1]] if s[-1] in "kM" else float(s)
 rows = {}
 for line in open(sys.argv[1]):
     f = line.split()
     if f and f[0] == "run":
-        rows.setdefault((f[3], f[2]), []).append((float(f[4]), f[5]))
+        rows.setdefault((f[3], f[2]), []).append((num(f[4]), f[5]))
 for (bm, dt), v in sorted(rows.items()):
     t = [x for x, _ in v]
-    g = [float(y) for _, y in v if y != "-"]
+    g = [num(y) for _, y in v if y != "-"]
     print(bm, dt, f"{statistics.median(t):.1f}", f"{max(t):.1f}", f"{statistics.median(g):.2f}" if g else "-")
 PY
 rm -f "$out"
