@@ -12,8 +12,8 @@
 // ENGINE_BENCH_REPACK=0 keeps the weights in the trainer's (out, in) layout
 // (default 1: infer::prepare_for_inference, as `titan generate` does).
 // ENGINE_BENCH_DTYPE=bf16 runs the model in bf16 compute with bf16 weight panels
-// (`titan generate --dtype bf16`; the LM head stays fp32); weight_GB/s then counts the
-// bytes actually stored.
+// (`titan generate --dtype bf16`; the LM head too, fp32 logits); weight_GB/s then counts
+// the bytes actually streamed per token.
 //
 // Benchmarks (tok/s counters are tokens per second of wall time):
 //   Decode/B/0      one engine step = one decode token for each of B running
@@ -77,9 +77,23 @@ const models::Decoder& bench_model() {
   return *m;
 }
 
+// Bytes stored: the parameters, and a tied bf16 head's panels, which sit beside the
+// fp32 embedding (Decoder::repack_for_decode).
 double weight_bytes() {
-  double b = 0;
-  for (const auto& [n, p] : bench_model().named_parameters()) b += static_cast<double>(p.nbytes());
+  const models::Decoder& m = bench_model();
+  double b = m.config().tie_word_embeddings && m.lm_head_repacked() && m.lm_head_bf16()
+                 ? static_cast<double>(m.lm_head_bytes())
+                 : 0.0;
+  for (const auto& [n, p] : m.named_parameters()) b += static_cast<double>(p.nbytes());
+  return b;
+}
+
+// Bytes streamed per decode step: every parameter but the embedding (a step reads B of
+// its rows) and the LM head, plus the head in its layout.
+double streamed_bytes() {
+  double b = static_cast<double>(bench_model().lm_head_bytes());
+  for (const auto& [n, p] : bench_model().named_parameters())
+    if (n != "tok_embeddings.weight" && n != "output.weight") b += static_cast<double>(p.nbytes());
   return b;
 }
 
@@ -136,10 +150,9 @@ void BM_Decode(benchmark::State& state) {
   state.counters["logits_ms"] = 1e3 * (after.logits_s - before.logits_s) / steps;
   state.counters["sample_lp_ms"] = 1e3 * (after.sample_s - before.sample_s) / steps;
   state.counters["tok/s"] = benchmark::Counter(steps * B, benchmark::Counter::kIsRate);
-  const double lm_head = 4.0 * static_cast<double>(bench_model().config().vocab_size) *
-                         static_cast<double>(bench_model().config().hidden_size);
+  const double lm_head = static_cast<double>(bench_model().lm_head_bytes());
   state.counters["weight_GB/s"] =
-      benchmark::Counter(steps * (weight_bytes() + (from_hidden ? lm_head : 0)) / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(steps * (streamed_bytes() + (from_hidden ? lm_head : 0)) / 1e9, benchmark::Counter::kIsRate);
   memory_counters(state, e);
 }
 BENCHMARK(BM_Decode)->Args({1, 0})->Args({8, 0})->Args({64, 0})->Args({1, 1})->Args({64, 1})
@@ -211,8 +224,10 @@ int main(int argc, char** argv) {
   titan::set_num_threads(2);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  std::printf("model: %s, %lld params (%.1f MB of stored weights), KV pool %lld MiB, threads %d\n",
+  std::printf("model: %s, %lld params (%.1f MB of stored weights, %.1f MB streamed per decode step), KV pool "
+              "%lld MiB, threads %d\n",
               model_name().c_str(), static_cast<long long>(bench_model().num_parameters()), weight_bytes() / 1e6,
+              streamed_bytes() / 1e6,
               static_cast<long long>(kKvPoolBytes >> 20), titan::num_threads());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -148,7 +148,7 @@ std::vector<std::vector<float>> trainer_logprobs(const models::Decoder& m, const
     const int64_t n = static_cast<int64_t>(r.tokens[i].size());
     Tensor rows = hidden.narrow(0, start + P - 1, n);
     Tensor tg = Tensor::from_vector(r.tokens[i], {n});
-    out[i] = titan::logprobs(rows, m.lm_head_weight(), tg, temp_of[i]).to_vector<float>();
+    out[i] = m.logprobs(rows, tg, temp_of[i]).to_vector<float>();  // titan::logprobs (fp32), logprobs_bf16 (bf16)
     start += static_cast<int64_t>(docs[i].size());
   }
   return out;
@@ -281,6 +281,50 @@ TEST_F(Parity, RepackedWeightsKeepParity) {
       EXPECT_NE(std::string(e.what()).find("linear_panels: no backward"), std::string::npos)
           << e.what();
     }
+  }
+}
+
+// bf16 compute (model.compute_dtype = bf16, `titan generate --dtype bf16`): the repacked
+// generator's bf16 panels (layers and LM head; a tied head's panels beside the fp32
+// embedding) give the unrepacked bf16 model's tokens and logprob bits in the engine modes
+// (one at a time, staggered arrivals, chunked prefill mixed with decode, logprobs from the
+// hidden rows, 1 thread), and the bf16 trainer's logprobs (logprobs_bf16 with autograd)
+// bit for bit; the fp32 trainer's differ.
+TEST_F(Parity, Bf16WeightsKeepParityWithTheBf16Trainer) {
+  for (const std::string family : {"llama3", "qwen3"}) {
+    std::unique_ptr<models::Decoder> plain = tiny_model(3, family), packed = tiny_model(3, family);
+    plain->set_compute_bf16(true);
+    packed->set_compute_bf16(true);
+    packed->repack_for_decode();
+    ASSERT_TRUE(packed->lm_head_repacked() && packed->lm_head_bf16()) << family;
+    EXPECT_EQ(packed->layers[0]->feed_forward->w2->weight.dtype(), DType::bf16);
+    EXPECT_FALSE(packed->tok_embeddings->repacked()) << family;  // the lookup reads fp32 rows
+    const Result ref = run_all_at_once(*plain, c, base_config());
+    expect_same(ref, run_all_at_once(*packed, c, base_config()), family + ": bf16 panels, all at once");
+    expect_same(ref, run_one_at_a_time(*packed, c), family + ": bf16 panels, one at a time");
+    expect_same(ref, run_staggered(*packed, c), family + ": bf16 panels, staggered arrivals");
+    for (int64_t budget : {5, 16}) {
+      EngineConfig ec = base_config();
+      ec.max_num_batched_tokens = budget;
+      expect_same(ref, run_all_at_once(*packed, c, ec), family + ": bf16 panels, chunked prefill " +
+                                                            std::to_string(budget));
+    }
+    EngineConfig ec = base_config();
+    ec.logprobs_from_hidden = true;
+    expect_same(ref, run_all_at_once(*packed, c, ec), family + ": bf16 panels, logprobs from the hidden rows");
+    {
+      const int nt = num_threads();
+      set_num_threads(1);
+      Result one = run_all_at_once(*packed, c, base_config());
+      set_num_threads(nt);
+      expect_same(ref, one, family + ": bf16 panels, 1 thread");
+    }
+    const double d = max_abs_diff(ref, trainer_logprobs(*plain, c, ref, kernels::cpu::kKvBlockSize));
+    std::printf("%s: bf16 generator vs bf16 trainer logprobs: max |delta| = %.1f\n", family.c_str(), d);
+    EXPECT_EQ(d, 0.0);
+    const double d32 = max_abs_diff(ref, trainer_logprobs(*tiny_model(3, family), c, ref, kernels::cpu::kKvBlockSize));
+    std::printf("%s: bf16 generator vs fp32 trainer logprobs: max |delta| = %.3g\n", family.c_str(), d32);
+    EXPECT_GT(d32, 0.0);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
 #include "titan/checkpoint/safetensors.h"
+#include "titan/kernels/cpu/bf16.h"
 #include "titan/models/common/decoder.h"
 #include "titan/models/family.h"
 #include "titan/ops/loss.h"
@@ -180,15 +181,21 @@ TEST(DecoderBf16, BatchInvariantAndDeterministic) {
 }
 
 TEST(DecoderBf16, Bf16PanelsForDecodeGiveTheSameLogits) {
-  // repack_for_decode of a bf16-compute model stores the projections as bf16 panels
-  // (half the bytes); the logits keep their bits.
+  // repack_for_decode of a bf16-compute model stores the projections and the LM head
+  // as bf16 panels (half the bytes; a tied head's panels beside the fp32 embedding);
+  // the logits and logprobs keep their bits.
   for (const char* fam : {"llama3", "qwen3"}) {
     Decoder model(tiny(fam));
     model.init_weights(5);
     model.set_compute_bf16(true);
     autograd::NoGradGuard ng;
     const ForwardBatch b = make_packed_batch({{3, 1, 4, 1, 5, 9, 2, 6}, {5, 3, 5}});
-    const Tensor before = model.logits(model.forward(b));
+    const Tensor hidden = model.forward(b);
+    const Tensor before = model.logits(hidden);
+    const Tensor targets = Tensor::from_vector(std::vector<int32_t>{1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}, {11});
+    const Tensor lp_before = model.logprobs(hidden, targets, 0.9);
+    EXPECT_TRUE(model.lm_head_bf16()) << fam;
+    const int64_t head_f32 = model.lm_head_bytes();
     int64_t f32_bytes = 0, after_bytes = 0;
     for (auto& [n, p] : model.named_parameters()) f32_bytes += static_cast<int64_t>(p.nbytes());
     model.repack_for_decode();
@@ -197,10 +204,20 @@ TEST(DecoderBf16, Bf16PanelsForDecodeGiveTheSameLogits) {
       after_bytes += static_cast<int64_t>(p.nbytes());
       bf16_tensors += p.dtype() == DType::bf16;
     }
-    EXPECT_EQ(bf16_tensors, 2 * 7) << fam;  // wq wk wv wo w1 w2 w3 per layer
+    const bool tied = model.config().tie_word_embeddings;
+    // wq wk wv wo w1 w2 w3 per layer, and an untied output projection.
+    EXPECT_EQ(bf16_tensors, 2 * 7 + (tied ? 0 : 1)) << fam;
     EXPECT_LT(after_bytes, f32_bytes) << fam;
-    const Tensor after = model.logits(model.forward(b));
+    EXPECT_TRUE(model.lm_head_repacked() && model.lm_head_bf16()) << fam;
+    const int64_t pw = kernels::cpu::gemm_bf16_panel_width();  // V = 97 rows of D = 64 in bf16 panels
+    EXPECT_EQ(head_f32, 4 * 97 * 64) << fam;
+    EXPECT_EQ(model.lm_head_bytes(), 2 * ((97 + pw - 1) / pw * pw) * 64) << fam;
+    const Tensor hidden_after = model.forward(b);
+    EXPECT_EQ(0, std::memcmp(hidden.data_ptr(), hidden_after.data_ptr(), hidden.nbytes())) << fam;
+    const Tensor after = model.logits(hidden_after);
     EXPECT_EQ(0, std::memcmp(before.data_ptr(), after.data_ptr(), before.nbytes())) << fam;
+    const Tensor lp_after = model.logprobs(hidden_after, targets, 0.9);
+    EXPECT_EQ(0, std::memcmp(lp_before.data_ptr(), lp_after.data_ptr(), lp_before.nbytes())) << fam;
   }
 }
 

@@ -6,8 +6,10 @@ DIR holds model.safetensors (f32, HF names) + config.json + batch.json (as for
 decoder_ref.py). Runs the model twice:
   - "bf16": f32 master weights, the transformer layers under
     torch.autocast("cpu", dtype=torch.bfloat16) (bf16 linears with fp32 accumulation,
-    bf16 scaled_dot_product_attention), norms computed in fp32, the final norm, LM head
-    and cross-entropy in fp32 outside autocast (TorchTitan's fp32 loss);
+    bf16 scaled_dot_product_attention), norms computed in fp32, the final norm and
+    cross-entropy in fp32 outside autocast (TorchTitan's fp32 loss), and the LM head as
+    titan's bf16 head (titan/ops/lm_head_bf16.h): bf16-rounded hidden states and weight,
+    products accumulated in fp32, fp32 logits (autocast would also round the logits);
   - "f64": the same model in float64 (the exact-arithmetic yardstick).
 Writes DIR/{mode}.logits.f64 (T, V), DIR/{mode}.loss.f64 and DIR/{mode}.grad.<hf name>.f64.
 """
@@ -90,7 +92,10 @@ def run(mode):
             h = h + F.linear(F.silu(g) * u, W[p + "mlp.down_proj.weight"])
     h = rms(h, W["model.norm.weight"])
     head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
-    logits = h @ head.T
+    if mode == "bf16":  # bf16 inputs (exact bf16 products), fp32 accumulation and logits
+        logits = h.bfloat16().float() @ head.bfloat16().float().T
+    else:
+        logits = h @ head.T
     assert logits.dtype == dt
     loss = F.cross_entropy(logits, targets, ignore_index=-100)
     loss.backward()

@@ -13,7 +13,8 @@
 // that reached its end (Decoder::logits, the batch-invariant GEMM), samples
 // (sampler.h: Philox keyed by (seed, sample index, position)) and computes the
 // sampled tokens' logprobs with THE logprob function's algorithm on the same logit bits
-// (titan::logprobs, or logprobs_panels once the LM head is repacked; temperature-scaled;
+// (titan::logprobs, or logprobs_panels once the LM head is repacked; logprobs_bf16 /
+// logprobs_panels_bf16 for a bf16-compute model; temperature-scaled;
 // temperature 0 uses 1.0). Every kernel is batch invariant, so a request's tokens and
 // logprobs do not depend on which requests share its steps, how its prompt was
 // chunked, or whether it was preempted — and the logprobs equal the trainer's for the
@@ -64,7 +65,7 @@ struct EngineConfig {
   // same logit bits: identical to titan::logprobs on the hidden rows, which
   // cpu_loss_test and parity_test check bitwise) — one LM-head GEMM fewer per step.
   // true: Decoder::logprobs on the hidden rows (titan::logprobs, or logprobs_panels on a
-  // repacked LM head: a second LM-head pass; kept as a check).
+  // repacked LM head, or their bf16 twins: a second LM-head pass; kept as a check).
   bool logprobs_from_hidden = false;
   // Bytes of freed activation blocks that host_alloc may keep for reuse while the engine
   // lives (ScopedHostCacheLimit; generator.host_cache_bytes). Fresh blocks come back

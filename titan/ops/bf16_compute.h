@@ -12,8 +12,9 @@
 //    reduction stay fp32); db is the fp32 sum of dY.
 //  - attention (models/mixers/attention.cpp) rounds Q, K and V to bf16 and its output
 //    to bf16; scores, softmax statistics and the P · V accumulation stay fp32.
-//  - everything else stays fp32: embeddings, RMSNorm, RoPE, activations, residual
-//    adds, the LM head with the loss and the logprobs (fused fp32 kernels).
+//  - the LM head's logits and logprobs (Decoder::logits / logprobs) run on bf16 inputs
+//    with fp32 logits (titan/ops/lm_head_bf16.h); the training loss's fused head is fp32.
+//  - everything else stays fp32: embeddings, RMSNorm, RoPE, activations, residual adds.
 // Tensors hold bf16-rounded values in f32 storage where they leave a bf16 op, so the
 // fp32 ops that follow read them exactly (autocast's promotion of bf16 inputs).
 // The scope is per thread and nests; the autograd nodes remember the precision they

@@ -112,7 +112,7 @@ MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, c
     const Tensor z = s.temperature == 1.0 ? full_logits : scale(full_logits, 1.0 / s.temperature);
     lp = scale(cross_entropy(z, tg, -100, 0.0, Reduction::none), -1.0);
   } else {
-    lp = titan::logprobs(h, policy.lm_head_weight(), tg, s.temperature);
+    lp = policy.logprobs(h, tg, s.temperature);  // the generator's LM head chain (bf16 in bf16 compute)
   }
   PolicyLossInputs in;
   in.logprobs = lp;
@@ -126,7 +126,7 @@ MicroStats run_microbatch(models::Decoder& policy, const models::Decoder* ref, c
     autograd::NoGradGuard ng;
     if (s.loss.kl_coef > 0) {
       const Tensor rh = index_select(ref->forward(fb), 0, row_idx);
-      in.ref_logprobs = titan::logprobs(rh, ref->lm_head_weight(), tg, s.temperature);
+      in.ref_logprobs = ref->logprobs(rh, tg, s.temperature);
     }
     // The trainer/generator gap on exactly the tokens trained, from this forward.
     const std::vector<float> tl = lp.detach().to_vector<float>();

@@ -1,5 +1,5 @@
 // Public bf16 entry points: argument checks, the process-wide path choice, then the
-// per-ISA kernels (titan/kernels/cpu/isa/bf16_cast.cpp, isa/gemm_bf16.cpp).
+// per-ISA kernels (titan/kernels/cpu/isa/bf16_cast.cpp, isa/gemm_bf16.cpp, isa/gemm_bf16_rows.cpp).
 #include "titan/kernels/cpu/bf16.h"
 
 #include <cstdlib>
@@ -18,6 +18,9 @@ TITAN_DECLARE_ISA(void, gemm_bf16_run,
 TITAN_DECLARE_ISA(int64_t, gemm_bf16_panel_width, ())
 TITAN_DECLARE_ISA(void, gemm_bf16_pack_panels,
                   (int64_t N, int64_t K, const uint16_t* W, int64_t ldw, uint32_t* dst))
+TITAN_DECLARE_ISA(bool, gemm_bf16_panels_rows,
+                  (int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                   const uint32_t* Bp, float* C, int64_t ldc, bool accumulate))
 TITAN_DECLARE_ISA(void, gemm_bf16_panels_run,
                   (int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                    const uint32_t* Bp, float* C, int64_t ldc, bool accumulate, bool dp))
@@ -142,8 +145,10 @@ void gemm_bf16_panels(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_
     TITAN_CHECK(C != nullptr, "gemm_bf16_panels: C is null with M={} N={}", M, N);
     if (K > 0) TITAN_CHECK(A != nullptr && Bp != nullptr, "gemm_bf16_panels: A or Bp is null with K={}", K);
   }
-  TITAN_DISPATCH(gemm_bf16_panels_run, M, N, K, A, lda, Bp, C, ldc, accumulate,
-                 bf16_dot() == Bf16Dot::instruction);
+  const bool dp = bf16_dot() == Bf16Dot::instruction;
+  // Decode rows (M <= 8) with the instruction: isa/gemm_bf16_rows.cpp, the same bits.
+  if (dp && TITAN_DISPATCH(gemm_bf16_panels_rows, M, N, K, A, lda, Bp, C, ldc, accumulate)) return;
+  TITAN_DISPATCH(gemm_bf16_panels_run, M, N, K, A, lda, Bp, C, ldc, accumulate, dp);
 }
 
 }  // namespace titan::kernels::cpu

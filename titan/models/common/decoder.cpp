@@ -11,6 +11,7 @@
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
 #include "titan/ops/bf16_compute.h"
+#include "titan/ops/lm_head_bf16.h"
 #include "titan/ops/matmul.h"
 
 namespace titan::models {
@@ -334,22 +335,30 @@ std::vector<LayerCacheSpec> Decoder::cache_spec(int block_size) const {
 }
 
 void Decoder::repack_for_decode() {
-  {
-    const Bf16ComputeScope precision(bf16_);  // bf16 panels for a bf16-compute model
-    for (TransformerBlock* b : layers) b->repack_for_decode();
-  }
-  if (output)
+  const Bf16ComputeScope precision(bf16_);  // bf16 panels for a bf16-compute model
+  for (TransformerBlock* b : layers) b->repack_for_decode();
+  if (output) {
     output->repack_for_decode();
-  else
+  } else if (bf16_) {
+    // The tied head's bf16 panels beside the fp32 embedding, whose rows the lookup reads.
+    if (!head_bf16_.defined()) head_bf16_ = repack_linear_weight_bf16(tok_embeddings->weight);
+  } else {
     tok_embeddings->repack_for_decode();
+  }
 }
 
 bool Decoder::lm_head_repacked() const {
-  return output ? output->repacked() : tok_embeddings->repacked();
+  return output ? output->repacked() : head_bf16_.defined() || tok_embeddings->repacked();
 }
 
 const Tensor& Decoder::lm_head() const {
-  return output ? output->weight : tok_embeddings->weight;
+  return output ? output->weight : head_bf16_.defined() ? head_bf16_ : tok_embeddings->weight;
+}
+
+int64_t Decoder::lm_head_bytes() const { return lm_head().nbytes(); }
+
+bool Decoder::lm_head_bf16() const {
+  return lm_head_repacked() ? lm_head().dtype() == DType::bf16 : bf16_;
 }
 
 Tensor Decoder::lm_head_weight() const {
@@ -365,7 +374,11 @@ Tensor softcap_logits(const Tensor& z, double cap) { return scale(tanh(scale(z, 
 }  // namespace
 
 Tensor Decoder::logits(const Tensor& hidden) const {
-  Tensor z = lm_head_repacked() ? linear_panels(hidden, lm_head(), cfg_.vocab_size) : linear(hidden, lm_head());
+  const bool packed = lm_head_repacked();
+  Tensor z = lm_head_bf16() ? (packed ? logits_panels_bf16(hidden, lm_head(), cfg_.vocab_size)
+                                      : logits_bf16(hidden, lm_head()))
+             : packed ? linear_panels(hidden, lm_head(), cfg_.vocab_size)
+                      : linear(hidden, lm_head());
   return cfg_.final_logit_softcapping > 0 ? softcap_logits(z, cfg_.final_logit_softcapping) : z;
 }
 
@@ -381,9 +394,12 @@ Tensor Decoder::logprobs(const Tensor& hidden, const Tensor& targets, double tem
                 "Decoder::logprobs: temperature must be finite and > 0, got {}", temperature);
     return neg(cross_entropy(scale(logits(hidden), 1.0 / temperature), targets, -100, 0.0, Reduction::none));
   }
-  return lm_head_repacked()
-             ? logprobs_panels(hidden, lm_head(), cfg_.vocab_size, targets, temperature)
-             : titan::logprobs(hidden, lm_head(), targets, temperature);
+  const bool packed = lm_head_repacked();
+  if (lm_head_bf16())
+    return packed ? logprobs_panels_bf16(hidden, lm_head(), cfg_.vocab_size, targets, temperature)
+                  : logprobs_bf16(hidden, lm_head(), targets, temperature);
+  return packed ? logprobs_panels(hidden, lm_head(), cfg_.vocab_size, targets, temperature)
+                : titan::logprobs(hidden, lm_head(), targets, temperature);
 }
 
 Tensor Decoder::forward(const ForwardBatch& batch) const {

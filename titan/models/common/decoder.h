@@ -42,14 +42,22 @@ class Decoder : public nn::Module {
   Tensor lm_head_weight() const;
   bool lm_head_repacked() const;
   // logits (T, V) = hidden (T, D) · lm_head_weightᵀ, through the batch-invariant GEMM;
-  // with cfg.final_logit_softcapping = c > 0 (Gemma 2), c · tanh(logits / c).
+  // with cfg.final_logit_softcapping = c > 0 (Gemma 2), c · tanh(logits / c). With
+  // lm_head_bf16(): logits_bf16 / logits_panels_bf16 (titan/ops/lm_head_bf16.h: bf16
+  // inputs, fp32 accumulation and logits), trainer and generator alike.
   Tensor logits(const Tensor& hidden) const;
+  // True when logits and logprobs run the bf16 head: a bf16-compute model, or once
+  // repacked, a head stored as bf16 panels.
+  bool lm_head_bf16() const;
+  // Bytes of the LM head in its current layout (what one logits row streams).
+  int64_t lm_head_bytes() const;
   // The summed next-token cross-entropy of hidden (T, D) against targets (T) (-100 =
   // ignored), scalar: linear_cross_entropy (fused, expected_grad as there), or with the
   // final soft-cap cross_entropy(logits(hidden)) on materialised (T, V) logits.
   Tensor loss_sum(const Tensor& hidden, const Tensor& targets, double expected_grad = 0.0) const;
   // titan::logprobs(hidden, lm_head_weight(), targets, temperature), or logprobs_panels
-  // on the repacked head: the same bits either way. hidden (T, D) f32, targets (T) in [0, V).
+  // on the repacked head: the same bits either way; with lm_head_bf16(), logprobs_bf16 /
+  // logprobs_panels_bf16 (the same bits either way). hidden (T, D) f32, targets (T) in [0, V).
   // With the final soft-cap: log_softmax(logits(hidden) / temperature)[targets].
   Tensor logprobs(const Tensor& hidden, const Tensor& targets, double temperature = 1.0) const;
 
@@ -73,8 +81,9 @@ class Decoder : public nn::Module {
   // afterwards the model can no longer be trained, saved or synced (those throw on the
   // changed parameter shapes). The LM head is repacked too (the embedding when tied,
   // whose rows embedding_panels then gathers); an untied embedding keeps its layout.
-  // With compute_bf16() the layer projections get bf16 panels (repack_linear_weight_bf16:
-  // half the bytes per decode token, the bits of bf16 compute); the LM head stays fp32.
+  // With compute_bf16() the layer projections and the LM head get bf16 panels
+  // (repack_linear_weight_bf16: half the bytes per decode token, the bits of bf16
+  // compute); a tied head's panels sit beside the fp32 embedding the lookup reads.
   void repack_for_decode();
 
   // MoE layers (models/ffn/moe.h). After each optimizer step: every MoE layer's
@@ -95,8 +104,9 @@ class Decoder : public nn::Module {
   ActivationCheckpoint activation_checkpoint = ActivationCheckpoint::none;
 
   // bf16 compute (model.compute_dtype = bf16; titan/ops/bf16_compute.h): forward (and
-  // an activation-checkpoint recompute) runs inside a Bf16ComputeScope; the LM head,
-  // loss and logprobs stay fp32. Covered: layers with gqa attention and a dense
+  // an activation-checkpoint recompute) runs inside a Bf16ComputeScope; logits and
+  // logprobs run the bf16 LM head (bf16 inputs, fp32 accumulation, fp32 logits and
+  // logprobs); loss_sum keeps the fused fp32 head. Covered: layers with gqa attention and a dense
   // feed-forward; throws titan::Error (one line naming the first other layer) otherwise.
   void set_compute_bf16(bool on);
   bool compute_bf16() const { return bf16_; }
@@ -110,6 +120,7 @@ class Decoder : public nn::Module {
   const Tensor& lm_head() const;  // the LM head weight in whichever layout it has
   TransformerConfig cfg_;
   bool bf16_ = false;
+  Tensor head_bf16_;  // a tied head's bf16 panels (repack_for_decode of a bf16-compute model)
   std::vector<LayerSpec> specs_;
   std::shared_ptr<const RopeCache> rope_;
   std::shared_ptr<const RopeCache> rope_local_;  // sliding-window layers' table (cfg.rope_local_base_freq)
