@@ -397,9 +397,21 @@ TEST(ParallelDims, BadLayoutsAreOneLineErrors) {
   cp.cp = 2;
   cp.dp_shard = 2;
   EXPECT_NO_THROW(td::refuse_unimplemented(cp));
+  cp.pp = 2;  // CP inside pipeline stages (tests/mpi/cp_train_test.cpp): not refused
+  EXPECT_NO_THROW(td::refuse_unimplemented(cp));
+  cp.pp = 1;
   cp.tp = 2;
   EXPECT_EQ(error_of([&] { td::refuse_unimplemented(cp); }),
-            "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2 / "
-            "pipeline_parallel_degree=1: context parallelism together with tensor or pipeline parallelism is not "
-            "supported (it composes with FSDP/HSDP)");
+            "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2: context parallelism "
+            "together with tensor parallelism is not supported (it composes with FSDP/HSDP and PP)");
+  td::MeshShape ep;  // EP inside pipeline stages (tests/mpi/ep_train_test.cpp): not refused
+  ep.ep = 2;
+  ep.dp_shard = 2;
+  ep.pp = 2;
+  EXPECT_NO_THROW(td::refuse_unimplemented(ep));
+  ep.pp = 1;
+  ep.tp = 2;
+  EXPECT_EQ(error_of([&] { td::refuse_unimplemented(ep); }),
+            "parallelism.expert_parallel_degree=2 with tensor_parallel_degree=2: expert parallelism composes with "
+            "data parallelism (FSDP/HSDP), context and pipeline parallelism only");
 }

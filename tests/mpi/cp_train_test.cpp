@@ -112,9 +112,8 @@ TEST(ContextParallel, RefusedCombinationsFailOnEveryRankBeforeWork) {
   const std::vector<Case> cases = {
       {4,
        {"--recipe", "debugmodel", "--model.vocab_size=260", "--parallelism.tensor_parallel_degree=2"},
-       "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2 / pipeline_parallel_degree=1: "
-       "context parallelism together with tensor or pipeline parallelism is not supported (it composes with "
-       "FSDP/HSDP)"},
+       "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2: context parallelism "
+       "together with tensor parallelism is not supported (it composes with FSDP/HSDP and PP)"},
       {2,
        {"--recipe", "qwen3_next_debugmodel"},
        "parallelism.context_parallel_degree=2: layer 0 is a gdn layer; context parallelism supports gqa attention "

@@ -180,6 +180,7 @@ void Trainer::build() {
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
   if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan));
+  if (pipeline_ && cp_) pipeline_->set_context_parallel(cp_.get());  // CP inside every stage
   TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16 || (shape.tp == 1 && shape.pp == 1),
               "model.compute_dtype=bf16 with parallelism.tensor_parallel_degree={} / pipeline_parallel_degree={} "
               "is not supported: bf16 compute covers the whole model's forward on one rank or under FSDP",
@@ -198,9 +199,16 @@ void Trainer::build() {
     }
     std::vector<std::pair<std::string, Tensor>> params;
     if (shape.ep > 1) {
-      // The routed experts are sharded over ep (expert_parallel.h), the rest by FSDP.
-      ep_ = std::make_unique<distributed::ExpertParallel>(*model_, *mesh_);
-      include = [](const std::string& name) { return !distributed::ExpertParallel::is_expert_parameter(name); };
+      // The routed experts are sharded over ep (expert_parallel.h), the rest by FSDP;
+      // under PP, those of this rank's stages.
+      const distributed::Pipeline* pp = pipeline_.get();
+      std::function<bool(int64_t)> holds;
+      if (pp) holds = [pp](int64_t l) { return pp->owns("layers." + std::to_string(l) + ".moe"); };
+      ep_ = std::make_unique<distributed::ExpertParallel>(*model_, *mesh_, holds);
+      include = [pp](const std::string& name) {
+        return !distributed::ExpertParallel::is_expert_parameter(name) && (!pp || pp->owns(name));
+      };
+      if (pipeline_) pipeline_->set_expert_parallel(ep_.get());
     }
     fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include,
                                                       job_.parallelism.fsdp_reshard_after_forward != "never");
