@@ -26,8 +26,10 @@
 // weight's gradient is a per-rank GEMM over Tl tokens summed over ranks (FSDP's reduce).
 //
 // Parameters are sharded by FSDP over dp_shard × cp (fsdp.h): gradients are summed
-// over cp as over dp. Covered: gqa attention with dense feed-forwards; refused
-// (check_model): other mixers and MoE, and (parallel_dims) CP with TP or PP.
+// over cp as over dp. Under PP each stage runs its microbatches this way (pipeline.h:
+// shard() before each stage action, activations of the Tl local tokens between
+// stages). Covered: gqa attention with dense feed-forwards; refused (check_model):
+// other mixers and MoE, and (parallel_dims) CP with TP.
 #pragma once
 #include <cstdint>
 
