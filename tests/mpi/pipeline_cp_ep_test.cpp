@@ -25,7 +25,8 @@
 // microbatch's expert gradient are summed after each stage backward in dp-rank order,
 // microbatch after microbatch, as one rank's AccumulateGrad adds them; the grad norm adds
 // every parameter's ‖g‖² in model order. Equality with the deterministic 1-rank run
-// implies the run-to-run bits.
+// implies the run-to-run bits. Also deepseek_v3_debugmodel (layer 0 dense) on
+// Interleaved1F1B (2 stages per rank) with full activation checkpointing.
 //
 // Checkpoints (saved at step 3 of 6): both layouts resumed on their own layout continue
 // bit for bit (steps 4..6 and the final weights); PP 2 × EP 2's checkpoint resumed at 1
@@ -36,6 +37,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/mpi/checkpoint_run.h"
@@ -60,31 +62,35 @@ const std::vector<std::string> kPpCp = dense(
      "--parallelism.pipeline_parallel_schedule=Interleaved1F1B", "--parallelism.pipeline_parallel_microbatch_size=2",
      "--parallelism.context_parallel_degree=2", "--training.activation_checkpoint=full"});
 
-// The shipped qwen3_moe_debugmodel HF config with untied embeddings (PP refuses tied ones).
-const std::string& untied_moe_config() {
-  static const std::string path = [] {
-    nlohmann::json c =
-        nlohmann::json::parse(file_bytes(std::string(TITAN_SOURCE_DIR) + "/recipes/qwen3_moe_debugmodel.json"));
-    c["tie_word_embeddings"] = false;
-    const std::string p = fresh_dir("ppep_model") + "/config.json";
-    std::ofstream(p) << c.dump(2);
-    return p;
-  }();
-  return path;
+// A shipped MoE recipe's HF config with untied embeddings (PP refuses tied ones).
+std::string untied_config(const std::string& recipe) {
+  nlohmann::json c = nlohmann::json::parse(file_bytes(std::string(TITAN_SOURCE_DIR) + "/recipes/" + recipe + ".json"));
+  c["tie_word_embeddings"] = false;
+  const std::string p = fresh_dir(recipe + "_untied") + "/config.json";
+  std::ofstream(p) << c.dump(2);
+  return p;
 }
-std::vector<std::string> moe(const std::vector<std::string>& layout) {
-  std::vector<std::string> a = {"--recipe", "qwen3_moe_debugmodel", "--model.hf_config=" + untied_moe_config(),
+std::vector<std::string> moe(const std::vector<std::string>& layout, const std::string& recipe = "qwen3_moe_debugmodel") {
+  static std::map<std::string, std::string> configs;
+  if (!configs.count(recipe)) configs[recipe] = untied_config(recipe);
+  std::vector<std::string> a = {"--recipe", recipe, "--model.hf_config=" + configs[recipe],
                                 "--training.global_batch_size=8", "--training.max_norm=0.5"};
   a.insert(a.end(), layout.begin(), layout.end());
   return a;
 }
 // 1 rank: 4 accumulated microbatches of 2 rows. PP 2 × EP 2 (dp_shard 2): each dp rank's
 // 4 rows as 2 pipeline microbatches, dp rank q taking microbatches j ≡ q (mod 2).
-std::vector<std::string> moe_one() { return moe({"--training.local_batch_size=2"}); }
-std::vector<std::string> pp_ep() {
-  return moe({"--training.local_batch_size=4", "--parallelism.pipeline_parallel_degree=2",
-              "--parallelism.pipeline_parallel_schedule=1F1B", "--parallelism.pipeline_parallel_microbatch_size=2",
-              "--parallelism.expert_parallel_degree=2"});
+std::vector<std::string> moe_one(const std::string& recipe = "qwen3_moe_debugmodel") {
+  return moe({"--training.local_batch_size=2"}, recipe);
+}
+std::vector<std::string> pp_ep(const std::string& schedule = "1F1B", const std::string& recipe = "qwen3_moe_debugmodel",
+                               const std::vector<std::string>& more = {}) {
+  std::vector<std::string> l = {"--training.local_batch_size=4", "--parallelism.pipeline_parallel_degree=2",
+                                "--parallelism.pipeline_parallel_schedule=" + schedule,
+                                "--parallelism.pipeline_parallel_microbatch_size=2",
+                                "--parallelism.expert_parallel_degree=2"};
+  l.insert(l.end(), more.begin(), more.end());
+  return moe(l, recipe);
 }
 
 std::vector<std::string> train_args(const std::vector<std::string>& base) {
@@ -144,6 +150,18 @@ TEST(PipelineExpertParallel, Qwen3MoePp2Ep2BitwiseEqualToOne) {
   expect_same_training(one, many, kSteps, "PP 2 x EP 2");
   EXPECT_NE(many.log.find("ep=2"), std::string::npos) << "the layout banner names ep:\n" << many.log;
   EXPECT_TRUE(many.logged_positive("ep_a2a_bytes")) << "no expert dispatch was logged";
+}
+
+TEST(PipelineExpertParallel, DeepseekV3Pp2Ep2InterleavedWithActivationCheckpointBitwiseEqualToOne) {
+  // 4 stages, 2 per rank (rank 0: the embedding + dense layer 0, and MoE layer 3): after
+  // each stage backward the other stage's experts add zero pieces; the recompute runs
+  // each MoE layer's exchanges again, on both ep ranks in the same order.
+  const TrainOutcome one = run_titan_train(0, "ppep_ds_one", train_args(moe_one("deepseek_v3_debugmodel")));
+  const TrainOutcome many = run_titan_train(
+      4, "ppep_ds",
+      train_args(pp_ep("Interleaved1F1B", "deepseek_v3_debugmodel", {"--training.activation_checkpoint=full"})));
+  expect_same_training(one, many, kSteps, "deepseek_v3 PP 2 (Interleaved1F1B) x EP 2");
+  EXPECT_NE(many.log.find("pipeline: Interleaved1F1B | 4 stages, 2 per rank"), std::string::npos) << many.log;
 }
 
 TEST(PipelineContextParallelCheckpoint, Pp2Cp2SameLayoutResumeIsBitwise) {
