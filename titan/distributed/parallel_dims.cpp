@@ -70,10 +70,6 @@ void refuse_unimplemented(const MeshShape& s) {
               "parallelism.tensor_parallel_degree={} with parallelism.pipeline_parallel_degree={}: tensor "
               "parallelism inside pipeline stages is not supported (use one of them, each composes with FSDP/HSDP)",
               s.tp, s.pp);
-  TITAN_CHECK(s.cp == 1 || s.tp == 1,
-              "parallelism.context_parallel_degree={} with parallelism.tensor_parallel_degree={}: context "
-              "parallelism together with tensor parallelism is not supported (it composes with FSDP/HSDP and PP)",
-              s.cp, s.tp);
   TITAN_CHECK(s.ep == 1 || s.tp == 1,
               "parallelism.expert_parallel_degree={} with tensor_parallel_degree={}: expert parallelism composes "
               "with data parallelism (FSDP/HSDP), context and pipeline parallelism only", s.ep, s.tp);
