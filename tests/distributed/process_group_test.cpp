@@ -402,6 +402,12 @@ TEST(ParallelDims, BadLayoutsAreOneLineErrors) {
   cp.pp = 1;
   cp.tp = 2;  // CP × TP (tests/mpi/cp_train_test.cpp): not refused
   EXPECT_NO_THROW(td::refuse_unimplemented(cp));
+  cp.pp = 2;  // CP × TP × PP: refused first, before any other check
+  EXPECT_EQ(error_of([&] { td::refuse_unimplemented(cp); }),
+            "parallelism.context_parallel_degree=2 with tensor_parallel_degree=2 and pipeline_parallel_degree=2: "
+            "context parallelism with both tensor and pipeline parallelism is not supported (it composes with each "
+            "of them, and with FSDP/HSDP)");
+  cp.pp = 1;
   td::MeshShape ep;  // EP inside pipeline stages (tests/mpi/ep_train_test.cpp): not refused
   ep.ep = 2;
   ep.dp_shard = 2;

@@ -30,8 +30,9 @@
 //
 // Checkpoints (saved at step 3 of 6): both layouts resumed on their own layout continue
 // bit for bit (steps 4..6 and the final weights); PP 2 × EP 2's checkpoint resumed at 1
-// rank gives the uninterrupted 1-rank run's steps and weights bit for bit (each element
-// is stored once and copied back).
+// rank gives the uninterrupted 1-rank run's steps and weights bit for bit, and 1 rank's
+// export of the final PP 2 × CP 2 checkpoint is the 4-rank run's byte for byte (each
+// element is stored once and copied back).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -164,8 +165,13 @@ TEST(PipelineExpertParallel, DeepseekV3Pp2Ep2InterleavedWithActivationCheckpoint
   EXPECT_NE(many.log.find("pipeline: Interleaved1F1B | 4 stages, 2 per rank"), std::string::npos) << many.log;
 }
 
-TEST(PipelineContextParallelCheckpoint, Pp2Cp2SameLayoutResumeIsBitwise) {
+TEST(PipelineContextParallelCheckpoint, Pp2Cp2SameLayoutAndToOneRank) {
   ckpt::expect_same_layout_resume(4, "ppcp", kPpCp);
+  // 1 rank reads the final PP 2 × CP 2 checkpoint back: its export is the 4-rank run's.
+  const ckpt::TrainRun& src = ckpt::straight(4, "ppcp", kPpCp);
+  const ckpt::TrainRun last = ckpt::resume(src, ckpt::kSteps, 0, "ppcp_final_1", kDenseOne, ckpt::kSteps);
+  ASSERT_FALSE(src.weights.empty()) << src.out;
+  EXPECT_TRUE(last.weights == src.weights) << "1-rank export of the final PP 2 x CP 2 checkpoint differs";
 }
 
 TEST(PipelineExpertParallelCheckpoint, Pp2Ep2SameLayoutAndToOneRankAreBitwise) {

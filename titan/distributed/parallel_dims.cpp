@@ -66,6 +66,11 @@ MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, co
 }
 
 void refuse_unimplemented(const MeshShape& s) {
+  TITAN_CHECK(s.cp == 1 || s.tp == 1 || s.pp == 1,
+              "parallelism.context_parallel_degree={} with tensor_parallel_degree={} and "
+              "pipeline_parallel_degree={}: context parallelism with both tensor and pipeline parallelism is not "
+              "supported (it composes with each of them, and with FSDP/HSDP)",
+              s.cp, s.tp, s.pp);
   TITAN_CHECK(s.tp == 1 || s.pp == 1,
               "parallelism.tensor_parallel_degree={} with parallelism.pipeline_parallel_degree={}: tensor "
               "parallelism inside pipeline stages is not supported (use one of them, each composes with FSDP/HSDP)",
