@@ -414,8 +414,11 @@ TEST(ParallelDims, BadLayoutsAreOneLineErrors) {
   ep.pp = 2;
   EXPECT_NO_THROW(td::refuse_unimplemented(ep));
   ep.pp = 1;
-  ep.tp = 2;
+  ep.tp = 2;  // EP × TP (tests/mpi/ep_train_test.cpp): not refused
+  EXPECT_NO_THROW(td::refuse_unimplemented(ep));
+  ep.pp = 2;  // EP × TP × PP: refused first, before any other check
   EXPECT_EQ(error_of([&] { td::refuse_unimplemented(ep); }),
-            "parallelism.expert_parallel_degree=2 with tensor_parallel_degree=2: expert parallelism composes with "
-            "data parallelism (FSDP/HSDP), context and pipeline parallelism only");
+            "parallelism.expert_parallel_degree=2 with tensor_parallel_degree=2 and pipeline_parallel_degree=2: "
+            "expert parallelism with both tensor and pipeline parallelism is not supported (it composes with each "
+            "of them, and with FSDP/HSDP)");
 }

@@ -189,9 +189,11 @@ TEST(TensorParallel, RefusesLayersItDoesNotSplit) {
   moe.num_experts = 4;
   moe.num_experts_per_tok = 2;
   moe.moe_intermediate_size = 32;
-  EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(moe, 2, false, 32); }),
-            "parallelism.tensor_parallel_degree=2: layer 0 has a moe feed-forward; tensor parallelism supports dense "
-            "feed-forwards only");
+  // A MoE layer is replicated over tp (tests/mpi/ep_train_test.cpp), not under SP.
+  EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(moe, 2, false, 32); }), "no error");
+  EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(moe, 2, true, 32); }),
+            "parallelism.enable_sequence_parallel=true: layer 0 has a moe feed-forward; sequence parallelism "
+            "supports dense feed-forwards only (set it false: tensor parallelism then replicates MoE layers)");
   tmod::TransformerConfig gdn = debug_config(false);
   gdn.layer_types = {"linear_attention", "full_attention"};
   EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(gdn, 2, false, 32); }),

@@ -98,3 +98,9 @@ TEST(CpCheckpoint, Cp2Tp2SameLayoutAndToOneRank) {
   expect_final_weights(last, src, "1-rank export of the final CP 2 x TP 2 checkpoint");
 }
 
+TEST(EpCheckpoint, Tp2Ep2SameLayoutResumeIsBitwise) {
+  // TP 2 × EP 2 (no SP): the experts as row boxes over ep, replicated over tp (written once).
+  expect_same_layout_resume(4, "tp2ep2",
+                            moe({"--parallelism.expert_parallel_degree=2", "--parallelism.tensor_parallel_degree=2",
+                                 "--parallelism.enable_sequence_parallel=false"}));
+}

@@ -36,7 +36,10 @@
 // ep and expert-dp groups are within one pp coordinate), and the pipeline reduces the
 // experts' gradients after each stage backward, in microbatch order as above.
 //
-// Not covered (refused by the trainer): tp > 1, cp > 1.
+// Under tensor parallelism (without SP) every MoE layer is replicated over tp: each tp
+// coordinate has its own ep and expert-dp groups, and its experts' gradients are full.
+//
+// Not covered (refused by the trainer): cp > 1, tp > 1 with pp > 1.
 #pragma once
 #include <functional>
 #include <memory>

@@ -71,13 +71,15 @@ void refuse_unimplemented(const MeshShape& s) {
               "pipeline_parallel_degree={}: context parallelism with both tensor and pipeline parallelism is not "
               "supported (it composes with each of them, and with FSDP/HSDP)",
               s.cp, s.tp, s.pp);
+  TITAN_CHECK(s.ep == 1 || s.tp == 1 || s.pp == 1,
+              "parallelism.expert_parallel_degree={} with tensor_parallel_degree={} and "
+              "pipeline_parallel_degree={}: expert parallelism with both tensor and pipeline parallelism is not "
+              "supported (it composes with each of them, and with FSDP/HSDP)",
+              s.ep, s.tp, s.pp);
   TITAN_CHECK(s.tp == 1 || s.pp == 1,
               "parallelism.tensor_parallel_degree={} with parallelism.pipeline_parallel_degree={}: tensor "
               "parallelism inside pipeline stages is not supported (use one of them, each composes with FSDP/HSDP)",
               s.tp, s.pp);
-  TITAN_CHECK(s.ep == 1 || s.tp == 1,
-              "parallelism.expert_parallel_degree={} with tensor_parallel_degree={}: expert parallelism composes "
-              "with data parallelism (FSDP/HSDP), context and pipeline parallelism only", s.ep, s.tp);
 }
 
 }  // namespace titan::distributed

@@ -352,7 +352,19 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   double loss_sum = 0;  // microbatch j = m·dp + q, summed in j order as one rank does
   for (int64_t m = 0; m < accum; ++m)
     for (int64_t q = 0; q < dp; ++q) loss_sum += all[static_cast<size_t>(q * accum + m)];
-  if (tp_) {
+  if (tp_ && ep_) {
+    // EP × TP: FSDP's shards of the tp pieces by TP's norm, plus the experts' full
+    // gradients (replicated over tp) by EP's.
+    auto refs = opt_->param_refs();
+    std::vector<optim::ParamRef> dense;
+    for (const auto& r : refs)
+      if (!distributed::ExpertParallel::is_expert_parameter(r.name)) dense.push_back(r);
+    const double tpn = tp_->grad_norm(dense, &mesh_->group({distributed::MeshDim::dp_shard, distributed::MeshDim::cp}));
+    double norm_sq = tpn * tpn;
+    for (double v : ep_->grad_norm_sq_parts()) norm_sq += v;
+    grad_norm = static_cast<float>(std::sqrt(norm_sq));
+    if (job_.training.max_norm > 0) optim::scale_grads_for_norm_(refs, static_cast<float>(grad_norm), job_.training.max_norm);
+  } else if (tp_) {
     auto refs = opt_->param_refs();
     distributed::ProcessGroup* shards =
         fsdp_ ? &mesh_->group({distributed::MeshDim::dp_shard, distributed::MeshDim::cp}) : nullptr;
