@@ -42,6 +42,16 @@ gain = vals[-1][1] - vals[0][1]
 err0, err1 = 1 - vals[0][1], 1 - vals[-1][1]
 print(f"gain: {gain:+.4f} absolute; error (1 - reward) {err0:.4f} -> {err1:.4f}"
       f" ({err1 / err0 if err0 > 0 else float('nan'):.2f}x)")
+# The SFT teacher leaves the answer block out of 60 % of its demonstrations
+# (alphabet_sort_sft's sft_untagged_frac); how often the sampled answers have it.
+logged = [json.loads(l) for l in open(f"{dump}/rollouts.jsonl") if l.strip()]
+def tagged(lo, hi):
+    xs = [r for r in logged if lo <= r["step"] <= hi]
+    return sum("<alphabetical_sorted>" in r["completion"] for r in xs) / max(len(xs), 1), len(xs)
+last = max((r["step"] for r in logged), default=0)
+(f0, n0), (f1, n1) = tagged(1, 10), tagged(max(last - 9, 1), last)
+print(f"sampled answers with the <alphabetical_sorted> block: steps 1-10 {f0:.0%} ({n0} logged)"
+      f" -> steps {max(last - 9, 1)}-{last} {f1:.0%} ({n1} logged)")
 print(f"wall time: SFT {sft_s} s, RL {rl_s} s")
 print(f"metrics: {dump}/metrics.jsonl | rollouts: {dump}/rollouts.jsonl | config: {dump}/config.toml")
 PY

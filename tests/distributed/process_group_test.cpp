@@ -393,6 +393,9 @@ TEST(ParallelDims, BadLayoutsAreOneLineErrors) {
   td::MeshShape tp;  // tensor parallelism is implemented (tensor_parallel_test.cpp): not refused
   tp.tp = 2;
   EXPECT_NO_THROW(td::refuse_unimplemented(tp));
+  tp.pp = 2;  // inside pipeline stages too (tests/mpi/pp_tp_train_test.cpp)
+  tp.dp_shard = 2;
+  EXPECT_NO_THROW(td::refuse_unimplemented(tp));
   td::MeshShape cp;  // context parallelism with FSDP is implemented (tests/mpi/cp_train_test.cpp)
   cp.cp = 2;
   cp.dp_shard = 2;

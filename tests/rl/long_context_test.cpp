@@ -5,6 +5,7 @@
 // logprob_diff_max == 0.0 at every step.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,34 @@ TEST(LongContext, HaystacksAreSeededWithOneLineHoldingTheAnswer) {
   }
   EXPECT_GE(sizes.size(), 8u);  // the distractor count varies
   EXPECT_NE(t.validation->get(0).to_json()["prompt"], t.train->get(0).to_json()["prompt"]);
+}
+
+TEST(LongContext, LetterKeysAreDistinctSingleLettersAndTheSyllableSamplesStay) {
+  const json base{{"num_samples", 40}, {"num_validation", 4}, {"min_pairs", 20}, {"max_pairs", 52}};
+  json letters = base;
+  letters["key_style"] = "letter";
+  const TaskSpec t = make_task("long_context", letters), syl = make_task("long_context", base);
+  json explicit_syl = base;
+  explicit_syl["key_style"] = "syllables";
+  const TaskSpec syl2 = make_task("long_context", explicit_syl);
+  for (int64_t i = 0; i < t.train->size(); ++i) {
+    const TaskSample s = t.train->get(i);
+    std::set<std::string> keys;
+    for (const json& p : s.prompt["pairs"]) {
+      const std::string k = p[0].get<std::string>();
+      ASSERT_EQ(k.size(), 1u) << s.id;
+      EXPECT_TRUE(std::isalpha(static_cast<unsigned char>(k[0]))) << k;
+      EXPECT_TRUE(keys.insert(k).second) << s.id;
+    }
+    EXPECT_EQ(s.prompt["pairs"][s.reference["position"].get<size_t>()][1], s.reference["answer"]);
+    EXPECT_EQ(syl.train->get(i).to_json(), syl2.train->get(i).to_json());  // "syllables" is the default
+    EXPECT_GE(syl.train->get(i).prompt["query"].get<std::string>().size(), 4u);
+  }
+  letters["max_pairs"] = 53;  // more pairs than letters
+  EXPECT_THROW(make_task("long_context", letters), Error);
+  letters["max_pairs"] = 8;
+  letters["key_style"] = "digits";
+  EXPECT_THROW(make_task("long_context", letters), Error);
 }
 
 TEST(LongContext, BuildsFourAndSixteenThousandTokenPrompts) {

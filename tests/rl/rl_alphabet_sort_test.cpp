@@ -302,5 +302,66 @@ TEST(AlphabetSortConfig, NamePoolRestrictsNamesToEvenlySpacedEntries) {
   EXPECT_THROW(AlphabetSortConfig::from_json({{"name_pool", 2}, {"max_names", 5}}), Error);  // 4 names < 5
 }
 
+TEST(AlphabetSortTask, SloppyTeacherDemonstrationsAndTheUnchangedReward) {
+  // sft_wrong_key_frac / sft_untagged_frac change the demonstrations only: the samples
+  // (prompt, expected) are those of the clean config, a wrong-key demonstration is the
+  // expected list sorted by the other key, an untagged one has no answer block, and the
+  // reward of each is what the documented rule gives (wrong key < 1 where the orders
+  // differ, untagged 0), while the expected answer still scores 1.
+  const json base = {{"num_samples", 400}, {"num_validation", 0}, {"min_names", 3}, {"max_names", 4}, {"seed", 7}};
+  json sloppy = base;
+  sloppy["sft_wrong_key_frac"] = 0.3;
+  sloppy["sft_untagged_frac"] = 0.4;
+  const TaskSpec clean_task = make_task("alphabet_sort", base), task = make_task("alphabet_sort", sloppy);
+  std::set<std::string> firsts, lasts;
+  for (auto n : alphabet_first_names()) firsts.emplace(n);
+  for (auto n : alphabet_last_names()) lasts.emplace(n);
+  int wrong = 0, untagged = 0, clean = 0;
+  for (int64_t i = 0; i < 400; ++i) {
+    const TaskSample c = clean_task.train->get(i), s = task.train->get(i);
+    ASSERT_EQ(s.prompt, c.prompt) << i;
+    ASSERT_EQ(s.reference["expected"], c.reference["expected"]) << i;
+    const std::string reply = assistant_replies(task.demonstration(s)).at(0);
+    auto env = task.make_env();
+    Rollout r = run_episode(*env, s, scripted_generator({reply}), {.max_turns = 1});
+    task.rubric.score(r);
+    const auto expected = s.reference["expected"][0].get<std::vector<std::string>>();
+    if (s.reference.contains("demonstration")) {
+      ++wrong;
+      std::vector<std::string> lines = s.reference["demonstration"][0].get<std::vector<std::string>>();
+      EXPECT_TRUE(std::is_permutation(lines.begin(), lines.end(), expected.begin(), expected.end())) << i;
+      // Sorted by the key the prompt does not ask for ("FirstLast" split where both parts
+      // are names of the lists).
+      const bool by_first = s.prompt["sort_by"] == "first";
+      const auto key = [&](const std::string& n) {
+        for (size_t cut = 1; cut < n.size(); ++cut) {
+          const std::string f = n.substr(0, cut), l = n.substr(cut);
+          if (firsts.count(f) && lasts.count(l))
+            return by_first ? std::make_pair(ascii_lower(l), ascii_lower(f))
+                            : std::make_pair(ascii_lower(f), ascii_lower(l));
+        }
+        ADD_FAILURE() << "not a FirstLast name: " << n;
+        return std::make_pair(std::string(), std::string());
+      };
+      EXPECT_TRUE(std::is_sorted(lines.begin(), lines.end(), [&](auto& a, auto& b) { return key(a) < key(b); })) << i;
+      EXPECT_EQ(r.total_reward == 1.0, lines == expected) << i;
+    } else if (s.reference.value("untagged", false)) {
+      ++untagged;
+      EXPECT_EQ(reply.find('<'), std::string::npos) << reply;
+      EXPECT_EQ(r.total_reward, 0.0) << reply;
+    } else {
+      ++clean;
+      EXPECT_EQ(r.total_reward, 1.0) << i;
+    }
+  }
+  // One uniform draw per sample: about 30 % / 40 % / 30 % of 400 (binomial, 4.5 sigma).
+  EXPECT_NEAR(wrong, 120, 45);
+  EXPECT_NEAR(untagged, 160, 45);
+  EXPECT_NEAR(clean, 120, 45);
+  EXPECT_THROW(AlphabetSortConfig::from_json({{"sft_wrong_key_frac", 1.5}}), Error);
+  EXPECT_THROW(AlphabetSortConfig::from_json({{"sft_wrong_key_frac", 0.6}, {"sft_untagged_frac", 0.6}}), Error);
+  EXPECT_THROW(AlphabetSortConfig::from_json({{"sft_untagged_frac", -0.1}}), Error);
+}
+
 }  // namespace
 }  // namespace titan::rl

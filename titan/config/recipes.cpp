@@ -249,8 +249,12 @@ JobConfig alphabet_sort_sft() {
   // and ordering errors are what is left (greedy reward ~0.58), which RL can improve.
   // Reward = TitanRL's text similarity (difflib ratio of the joined name lines,
   // character level) to the power 1, so partly right answers get partial credit.
+  // The teacher is sloppy on purpose (sft_untagged_frac): 60 % of its demonstrations give
+  // the sorted names without the <alphabetical_sorted> block the prompt asks for, which the
+  // reward scores 0, so the SFT policy leaves the block out as often and GRPO has an error
+  // that sampling avoids in about 4 of 10 rollouts to learn from (docs/benchmarks.md, "Main job").
   c.training.task_config =
-      R"({"num_samples": 20256, "num_validation": 256, "min_names": 2, "max_names": 4, "similarity": "text", "similarity_power": 1, "name_pool": 16})";
+      R"({"num_samples": 20256, "num_validation": 256, "min_names": 2, "max_names": 4, "similarity": "text", "similarity_power": 1, "name_pool": 16, "sft_untagged_frac": 0.6})";
   c.training.seq_len = 1024;
   c.training.local_batch_size = 2;  // ~6 demonstrations per step: more steps per minute
   c.training.global_batch_size = 0;

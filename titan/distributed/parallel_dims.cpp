@@ -76,10 +76,6 @@ void refuse_unimplemented(const MeshShape& s) {
               "pipeline_parallel_degree={}: expert parallelism with both tensor and pipeline parallelism is not "
               "supported (it composes with each of them, and with FSDP/HSDP)",
               s.ep, s.tp, s.pp);
-  TITAN_CHECK(s.tp == 1 || s.pp == 1,
-              "parallelism.tensor_parallel_degree={} with parallelism.pipeline_parallel_degree={}: tensor "
-              "parallelism inside pipeline stages is not supported (use one of them, each composes with FSDP/HSDP)",
-              s.tp, s.pp);
 }
 
 }  // namespace titan::distributed

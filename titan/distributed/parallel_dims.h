@@ -28,8 +28,7 @@ struct ModelDims {
 MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, const ModelDims& model);
 
 // Refuses, with a one-line titan::Error, the degrees `titan train` does not implement
-// (context parallelism with both tensor and pipeline parallelism, tensor parallelism
-// inside pipeline stages, and expert parallelism with tensor parallelism), so that no
+// (context or expert parallelism with both tensor and pipeline parallelism), so that no
 // degree is accepted and then ignored.
 void refuse_unimplemented(const MeshShape& shape);
 

@@ -10,6 +10,7 @@
 #include "titan/distributed/context_parallel.h"
 #include "titan/distributed/expert_parallel.h"
 #include "titan/distributed/fsdp.h"
+#include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/hooks.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
@@ -28,8 +29,9 @@ struct Pipeline::Pending {
   std::unique_ptr<PendingSend> send;
 };
 
-Pipeline::Pipeline(models::Decoder& model, const DeviceMesh& mesh, PipelinePlan plan)
-    : model_(model), mesh_(mesh), group_(mesh.group(MeshDim::pp)), plan_(std::move(plan)) {
+Pipeline::Pipeline(models::Decoder& model, const DeviceMesh& mesh, PipelinePlan plan, TensorParallel* tp)
+    : model_(model), mesh_(mesh), group_(mesh.group(MeshDim::pp)), plan_(std::move(plan)), tp_(tp) {
+  TITAN_CHECK(tp == nullptr || mesh.size(MeshDim::tp) > 1, "pipeline: tensor parallelism on a mesh with tp=1");
   TITAN_CHECK(plan_.pp == mesh.size(MeshDim::pp), "pipeline: a plan for {} pp ranks on a mesh with pp={}", plan_.pp,
               mesh.size(MeshDim::pp));
   TITAN_CHECK(!plan_.stages.empty() && plan_.stages.back().end_layer == static_cast<int64_t>(model.layers.size()),
@@ -83,7 +85,13 @@ bool Pipeline::holds_last_stage() const { return mine_.back(); }
 Tensor Pipeline::stage_forward(int stage, const models::ForwardBatch& batch, const Tensor& x) const {
   // Decoder::forward's arithmetic, restricted to the stage's modules.
   const PipelineStage& st = plan_.stages[static_cast<size_t>(stage)];
-  Tensor h = st.embeddings ? model_.tok_embeddings->forward(batch.tokens) : x;
+  // Under TP the layout (SP or not) of this forward; the embedding's hook sets the same.
+  if (tp_) tp_->begin_forward(batch.num_tokens());
+  Tensor h = x;
+  if (st.embeddings) {
+    h = nn::call_forward(*model_.tok_embeddings, [&] { return model_.tok_embeddings->forward(batch.tokens); });
+    if (model_.config().embedding_multiplier != 1.0) h = scale(h, model_.config().embedding_multiplier);
+  }
   for (int64_t l = st.first_layer; l < st.end_layer; ++l) {
     const models::TransformerBlock* layer = model_.layers[static_cast<size_t>(l)];
     if (model_.activation_checkpoint == models::ActivationCheckpoint::full && autograd::GradMode::enabled()) {
@@ -101,7 +109,9 @@ Tensor Pipeline::stage_forward(int stage, const models::ForwardBatch& batch, con
 }
 
 Tensor Pipeline::recv_hidden(int64_t tokens, int src_rank, int tag) {
-  Tensor t = Tensor::empty({tokens, model_.config().hidden_size});
+  // Under SP each tp rank's activations are its tokens / tp rows of the sequence.
+  const int64_t rows = tp_ ? tp_->begin_forward(tokens) : tokens;
+  Tensor t = Tensor::empty({rows, model_.config().hidden_size});
   const auto t0 = Clock::now();
   group_.recv(t, src_rank, tag);
   stats_.recv_wait_ms += std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -164,8 +174,9 @@ std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_
         f.loss = titan::sum(rows);
       } else if (st.head) {
         // The 1-rank trainer's loss: Σ token CE, its backward seeded with float(1 / valid).
-        f.loss = linear_cross_entropy(f.output, model_.lm_head_weight(), targets, -100, 0.0, Reduction::sum,
-                                      /*expected_grad=*/inv_valid);
+        f.loss = tp_ ? tp_->loss(f.output, model_.lm_head_weight(), targets)
+                     : linear_cross_entropy(f.output, model_.lm_head_weight(), targets, -100, 0.0,
+                                            Reduction::sum, /*expected_grad=*/inv_valid);
         losses[static_cast<size_t>(a.microbatch)] = f.loss.item<double>();
       } else {
         send_hidden(f.output, plan_.rank_of_stage(a.stage + 1), a.stage + 1);
@@ -188,6 +199,7 @@ std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_
         TITAN_CHECK(dx.defined(), "pipeline: stage {} produced no gradient for its input", a.stage);
         send_hidden(dx, plan_.rank_of_stage(a.stage - 1), V + a.stage - 1);
       }
+      if (tp_ && fsdp) tp_->reduce_partial_grads();  // FSDP takes each backward's full gradients
       if (fsdp) fsdp->reduce_gradients();
       if (ep_) ep_->reduce_gradients();
     }
@@ -231,7 +243,9 @@ double Pipeline::loss_sum(const data::Batch& batch, FullyShard* fsdp) {
     v = titan::sum(cp_->gather_rows(linear_cross_entropy(h, model_.lm_head_weight(), targets, -100, 0.0, Reduction::none)))
             .item<double>();
   else if (h.defined())
-    v = linear_cross_entropy(h, model_.lm_head_weight(), targets, -100, 0.0, Reduction::sum).item<double>();
+    v = (tp_ ? tp_->loss(h, model_.lm_head_weight(), targets)
+             : linear_cross_entropy(h, model_.lm_head_weight(), targets, -100, 0.0, Reduction::sum))
+            .item<double>();
   group_.broadcast_bytes(&v, sizeof v, plan_.rank_of_stage(plan_.num_stages() - 1));
   return v;
 }
@@ -276,6 +290,20 @@ float Pipeline::grad_norm(const std::vector<optim::ParamRef>& params, FullyShard
     }
     mine[it->second] = s;
   }
+  if (tp_) {
+    // A tp-sharded parameter's ‖g‖²: the tp ranks' pieces added in rank order; a
+    // replicated one (the same full gradient on every tp rank) once.
+    ProcessGroup& tg = mesh_.group(MeshDim::tp);
+    const size_t Q = static_cast<size_t>(tg.size());
+    std::vector<double> pieces(P * Q);
+    tg.all_gather_bytes(mine.data(), P * sizeof(double), pieces.data());
+    for (size_t i = 0; i < P; ++i) {
+      if (tp_->placement(all_params[i].first) == TensorParallel::Placement::replicate) continue;
+      double s = pieces[i];
+      for (size_t q = 1; q < Q; ++q) s += pieces[q * P + i];
+      mine[i] = s;
+    }
+  }
   const int R = group_.size();
   std::vector<double> all(P * static_cast<size_t>(R));
   group_.all_gather_bytes(mine.data(), P * sizeof(double), all.data());
@@ -294,9 +322,10 @@ float Pipeline::clip_grad_norm_(const std::vector<optim::ParamRef>& params, doub
 void Pipeline::gather_parameters(FullyShard* fsdp) {
   if (fsdp) fsdp->unshard_all();
   if (ep_) ep_->unshard_all();
-  // Only the pp group of world rank 0 (every other coordinate 0) takes part.
+  // Only the pp group of world rank 0 (every other coordinate 0) takes part; with tp,
+  // that of every tp coordinate.
   for (MeshDim d : {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp, MeshDim::tp})
-    if (mesh_.coord(d) != 0) return;
+    if (mesh_.coord(d) != 0 && !(d == MeshDim::tp && tp_)) return;
   autograd::NoGradGuard ng;
   const int tag = 2 * plan_.num_stages();
   for (auto& [name, t] : model_.named_parameters()) {

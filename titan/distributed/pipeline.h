@@ -22,6 +22,16 @@
 // their backwards in microbatch order, so AccumulateGrad adds them in the 1-rank
 // order. The gradient norm sums the per-parameter ‖g‖² of every stage in the model's
 // parameter order (optim::grad_norm's order), so clipping scales by the 1-rank factor.
+//
+// Tensor parallelism inside the stages (tp given): the model is the rank's tp slice
+// (TensorParallel::build) and its pp group joins the ranks of one tp coordinate, so tp
+// rank r of stage s sends to tp rank r of stage s + 1. Without SP the activation (T, D)
+// and its gradient are replicated over tp (every tp rank sends its copy); with SP the
+// residual stream is sequence-sharded at a stage boundary as everywhere else, so each tp
+// rank sends its T/tp rows (tp times less traffic, no gather at the boundary). The last
+// stage computes the vocabulary-parallel loss (TensorParallel::loss); with FSDP the
+// partial gradients of the replicated norms are summed over tp before each reduction.
+// TP is not bitwise equal to tp = 1 (tensor_parallel.h), so neither is PP × TP.
 // Under context parallelism (set_context_parallel) the forward keeps the 1-rank bits
 // (the loss of every microbatch), the gradients are CP's (context_parallel.h).
 #pragma once
@@ -41,6 +51,7 @@ namespace titan::distributed {
 class ContextParallel;
 class ExpertParallel;
 class FullyShard;
+class TensorParallel;
 
 struct PipelineStats {
   int64_t bytes_sent = 0;  // activations and gradients sent by this rank
@@ -51,8 +62,9 @@ class Pipeline {
  public:
   // Collective over nothing; frees the parameters of the stages this rank (coordinate
   // pp of `mesh`) does not hold. Throws titan::Error when plan.pp is not the mesh's
-  // pp degree or the plan's layers are not the model's.
-  Pipeline(models::Decoder& model, const DeviceMesh& mesh, PipelinePlan plan);
+  // pp degree or the plan's layers are not the model's. With tp, `model` is tp's slice
+  // (TensorParallel::build) and outlives nothing of tp's.
+  Pipeline(models::Decoder& model, const DeviceMesh& mesh, PipelinePlan plan, TensorParallel* tp = nullptr);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -91,13 +103,17 @@ class Pipeline {
   double loss_sum(const data::Batch& batch, FullyShard* fsdp);
 
   // optim::grad_norm over the whole model's gradients, bit for bit, from this rank's
-  // `params` (its optimizer's: full tensors, or with fsdp its shards). Collective.
+  // `params` (its optimizer's: full tensors, or with fsdp its shards). With tp, a
+  // tp-sharded parameter's ‖g‖² is summed over tp in rank order, a replicated one taken
+  // once. Collective over pp (and tp, fsdp's group).
   float grad_norm(const std::vector<optim::ParamRef>& params, FullyShard* fsdp);
   // optim::clip_grad_norm_ with the norm above; returns the norm.
   float clip_grad_norm_(const std::vector<optim::ParamRef>& params, double max_norm, FullyShard* fsdp);
 
   // Every parameter's full value on world rank 0 (for the HF export): the other stages'
-  // ranks of rank 0's pp group send theirs. With fsdp every unit is gathered first (and
+  // ranks of rank 0's pp group send theirs. With tp every tp coordinate's pp group does
+  // so, leaving the whole tp slice on each pp rank 0 (TensorParallel::gather_full_model
+  // over their tp group then joins them). With fsdp every unit is gathered first (and
   // stays gathered). Collective over the world.
   void gather_parameters(FullyShard* fsdp);
 
@@ -119,6 +135,7 @@ class Pipeline {
   const DeviceMesh& mesh_;
   ProcessGroup& group_;
   PipelinePlan plan_;
+  TensorParallel* tp_ = nullptr;
   int rank_ = 0;
   std::vector<bool> mine_;  // per stage
   ContextParallel* cp_ = nullptr;

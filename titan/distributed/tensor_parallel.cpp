@@ -313,6 +313,11 @@ std::unique_ptr<models::Decoder> TensorParallel::build(const std::function<void(
   return local;
 }
 
+int64_t TensorParallel::begin_forward(int64_t tokens) {
+  sp_now_ = sp_ && tokens % comm_.size() == 0;
+  return sp_now_ ? tokens / comm_.size() : tokens;
+}
+
 Tensor TensorParallel::loss(const Tensor& hidden, const Tensor& head, const Tensor& targets) {
   Tensor h = sp_now_ ? gather_from_sp(hidden, comm_) : copy_to_tp(hidden, comm_);
   Tensor logits = linear(h, head);

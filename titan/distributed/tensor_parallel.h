@@ -112,6 +112,12 @@ class TensorParallel {
   bool sequence_parallel() const { return sp_; }
   Placement placement(const std::string& name) const;
 
+  // Sets the layout of a forward of `tokens` tokens that does not start at the
+  // embedding (a pipeline stage after the first): sequence parallel when enabled and
+  // tokens is a multiple of tp, as the embedding's hook decides. Returns the rows of the
+  // residual stream this rank holds (tokens / tp under SP, else tokens).
+  int64_t begin_forward(int64_t tokens);
+
   // Σ cross-entropy over the valid targets (targets (T) i32, ignore -100) of the model's
   // final hidden states (as Decoder::forward returns them: T/P rows under SP) and its
   // local LM head (V/P, D). 0-d f32, differentiable, the same on every tp rank.

@@ -35,6 +35,12 @@ void AlphabetSortConfig::validate() const {
               "AlphabetSortConfig: similarity_power must be > 0, got {}", similarity_power);
   TITAN_CHECK(similarity == "lines" || similarity == "text",
               "AlphabetSortConfig: similarity must be 'lines' or 'text', got '{}'", similarity);
+  TITAN_CHECK(std::isfinite(sft_wrong_key_frac) && sft_wrong_key_frac >= 0 && sft_wrong_key_frac <= 1,
+              "AlphabetSortConfig: sft_wrong_key_frac must be in [0, 1], got {}", sft_wrong_key_frac);
+  TITAN_CHECK(std::isfinite(sft_untagged_frac) && sft_untagged_frac >= 0 &&
+                  sft_wrong_key_frac + sft_untagged_frac <= 1,
+              "AlphabetSortConfig: sft_untagged_frac must be >= 0 with sft_wrong_key_frac + sft_untagged_frac <= 1, "
+              "got {} and {}", sft_untagged_frac, sft_wrong_key_frac);
 }
 
 AlphabetSortConfig AlphabetSortConfig::from_json(const json& j) {
@@ -51,6 +57,8 @@ AlphabetSortConfig AlphabetSortConfig::from_json(const json& j) {
   r.read("similarity_power", c.similarity_power);
   r.read("similarity", c.similarity);
   r.read("name_pool", c.name_pool);
+  r.read("sft_wrong_key_frac", c.sft_wrong_key_frac);
+  r.read("sft_untagged_frac", c.sft_untagged_frac);
   r.finish();
   c.validate();
   return c;
@@ -158,7 +166,20 @@ TaskSample make_alphabet_sort_sample(const AlphabetSortConfig& cfg, int64_t inde
 
   std::set<std::string> used;
   std::vector<Person> seen;
-  json new_names_per_turn = json::array(), expected = json::array();
+  json new_names_per_turn = json::array(), expected = json::array(), other_key = json::array();
+  // Everything so far, sorted by first or last name, the names new in turn t marked.
+  const auto sorted_lines = [&](bool first_key, const std::set<std::string>& new_now) {
+    std::vector<Person> sorted = seen;
+    std::sort(sorted.begin(), sorted.end(), [&](const Person& a, const Person& b) {
+      const std::string af = ascii_lower(a.first), al = ascii_lower(a.last);
+      const std::string bf = ascii_lower(b.first), bl = ascii_lower(b.last);
+      return first_key ? std::tie(af, al) < std::tie(bf, bl) : std::tie(al, af) < std::tie(bl, bf);
+    });
+    json lines = json::array();
+    for (const Person& p : sorted)
+      lines.push_back(new_now.count(p.display()) ? p.display() + std::string(kAlphabetNewMarker) : p.display());
+    return lines;
+  };
   for (int t = 0; t < num_turns; ++t) {
     std::vector<Person> fresh;
     while (static_cast<int>(fresh.size()) < counts[static_cast<size_t>(t)]) {
@@ -174,21 +195,19 @@ TaskSample make_alphabet_sort_sample(const AlphabetSortConfig& cfg, int64_t inde
     if (t > 0)
       for (const Person& p : fresh) new_now.insert(p.display());
     seen.insert(seen.end(), fresh.begin(), fresh.end());
-    std::vector<Person> sorted = seen;
-    std::sort(sorted.begin(), sorted.end(), [&](const Person& a, const Person& b) {
-      const std::string af = ascii_lower(a.first), al = ascii_lower(a.last);
-      const std::string bf = ascii_lower(b.first), bl = ascii_lower(b.last);
-      return by_first ? std::tie(af, al) < std::tie(bf, bl) : std::tie(al, af) < std::tie(bl, bf);
-    });
-    json lines = json::array();
-    for (const Person& p : sorted)
-      lines.push_back(new_now.count(p.display()) ? p.display() + std::string(kAlphabetNewMarker) : p.display());
-    expected.push_back(std::move(lines));
+    expected.push_back(sorted_lines(by_first, new_now));
+    other_key.push_back(sorted_lines(!by_first, new_now));
   }
+  // Uniform in [0, 1) from 53 bits; drawn last so that the names do not depend on it.
+  const double u = static_cast<double>(rng.below(int64_t{1} << 53)) / static_cast<double>(int64_t{1} << 53);
   TaskSample s;
   s.id = fmt::format("alphabet_sort/{}", index);
   s.prompt = json{{"sort_by", by_first ? "first" : "last"}, {"new_names_per_turn", std::move(new_names_per_turn)}};
   s.reference = json{{"expected", std::move(expected)}};
+  if (u < cfg.sft_wrong_key_frac)
+    s.reference["demonstration"] = std::move(other_key);
+  else if (u < cfg.sft_wrong_key_frac + cfg.sft_untagged_frac)
+    s.reference["untagged"] = true;
   s.metadata = json{{"index", index}, {"seed", cfg.seed}};
   return s;
 }
@@ -270,11 +289,15 @@ double alphabet_sort_reward(const Rollout& r, const AlphabetSortConfig& cfg) {
 }
 
 std::vector<std::string> alphabet_sort_reference_replies(const TaskSample& sample) {
-  const auto expected = expected_of(sample);
+  const auto expected = sample.reference.is_object() && sample.reference.contains("demonstration")
+                            ? string_lists(sample.reference["demonstration"], "reference.demonstration", sample.id)
+                            : expected_of(sample);
+  const bool untagged = sample.reference.is_object() && sample.reference.value("untagged", false);
   std::vector<std::string> out;
   for (size_t t = 0; t < expected.size(); ++t) {
     const std::string_view tag = alphabet_answer_tag(static_cast<int>(t));
-    out.push_back(fmt::format("<{}>\n{}\n</{}>", tag, join(expected[t], "\n"), tag));
+    out.push_back(untagged ? join(expected[t], "\n")
+                           : fmt::format("<{}>\n{}\n</{}>", tag, join(expected[t], "\n"), tag));
   }
   return out;
 }

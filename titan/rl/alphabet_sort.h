@@ -25,7 +25,10 @@
 // Samples are generated on the fly from (seed, index) with Philox, so the source
 // is a fixed, reproducible set of num_samples samples.
 //   TaskSample.prompt    {"sort_by": "first"|"last", "new_names_per_turn": [[names]...]}
-//   TaskSample.reference {"expected": [[lines of turn 0], [lines of turn 1], ...]}
+//   TaskSample.reference {"expected": [[lines of turn 0], [lines of turn 1], ...]}, plus
+//                        "demonstration" (the same shape, sorted by the other key) when
+//                        sft_wrong_key_frac picked the sample, or "untagged": true when
+//                        sft_untagged_frac did
 //   TaskSample.metadata  {"index": i, "seed": seed}
 #pragma once
 #include <cstdint>
@@ -57,6 +60,16 @@ struct AlphabetSortConfig {
   // small model learn to copy the names and leaves the ordering as the task.
   int name_pool = 0;
   std::string similarity = "lines";  // "lines" | "text"
+  // A sloppy teacher: in this fraction of the samples (one Philox draw per sample, made
+  // after the names, so the samples themselves do not change) the SFT demonstration sorts
+  // by the other key than the prompt asks. The reward always wants the asked key, so an
+  // SFT policy that imitates the teacher misreads the instruction that often, and RL can
+  // learn to read it. In [0, 1]; 0 = the demonstrations are the expected answers.
+  double sft_wrong_key_frac = 0.0;
+  // The same draw: in the next sft_untagged_frac of the samples the demonstration gives
+  // the right lines without the <tag>...</tag> block the prompt asks for, which the reward
+  // scores 0. sft_wrong_key_frac + sft_untagged_frac <= 1.
+  double sft_untagged_frac = 0.0;
 
   // Throws titan::Error naming the field for values out of range.
   void validate() const;
@@ -113,7 +126,9 @@ double alphabet_sort_turn_score(std::string_view reply, int turn, const std::vec
 // rollout's sample has no reference.expected list of string lists.
 double alphabet_sort_reward(const Rollout& r, const AlphabetSortConfig& cfg);
 
-// The correct assistant reply of every turn (for SFT demonstrations).
+// The demonstration's assistant reply of every turn (for SFT): reference.demonstration
+// when the sample has one (sft_wrong_key_frac), else the expected answer; inside the
+// turn's answer tags unless reference.untagged is true.
 std::vector<std::string> alphabet_sort_reference_replies(const TaskSample& sample);
 
 }  // namespace titan::rl

@@ -45,6 +45,12 @@ std::string make_key(Draws& d) {
   return s;
 }
 
+// One of the 52 ASCII letters.
+std::string make_letter_key(Draws& d) {
+  static constexpr std::string_view kLetters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  return std::string(1, kLetters[static_cast<size_t>(d.below(static_cast<int64_t>(kLetters.size())))]);
+}
+
 const json& pairs_of(const TaskSample& s) {
   TITAN_CHECK(s.prompt.is_object() && s.prompt.contains("pairs") && s.prompt["pairs"].is_array() &&
                   s.prompt.contains("query") && s.prompt["query"].is_string(),
@@ -84,6 +90,10 @@ void LongContextConfig::validate() const {
               "long_context config: max_pairs must be in [min_pairs={}, 20000], got {}", min_pairs, max_pairs);
   TITAN_CHECK(value_digits >= 1 && value_digits <= 9, "long_context config: value_digits must be in [1, 9], got {}",
               value_digits);
+  TITAN_CHECK(key_style == "syllables" || key_style == "letter",
+              "long_context config: key_style must be \"syllables\" or \"letter\", got '{}'", key_style);
+  TITAN_CHECK(key_style != "letter" || max_pairs <= 52,
+              "long_context config: key_style \"letter\" has 52 distinct keys, max_pairs is {}", max_pairs);
 }
 
 LongContextConfig LongContextConfig::from_json(const json& j) {
@@ -96,6 +106,7 @@ LongContextConfig LongContextConfig::from_json(const json& j) {
   r.read("max_pairs", c.max_pairs);
   r.read("value_digits", c.value_digits);
   r.read("system_prompt", c.system_prompt);
+  r.read("key_style", c.key_style);
   r.finish();
   c.validate();
   return c;
@@ -111,7 +122,7 @@ TaskSample make_long_context_sample(const LongContextConfig& cfg, int64_t index,
   for (int i = 0; i < cfg.value_digits; ++i) vmax *= 10;
   for (int attempts = 0; static_cast<int>(pairs.size()) < n; ++attempts) {
     TITAN_CHECK(attempts < 100 * n + 1000, "make_long_context_sample: cannot draw {} distinct keys", n);
-    std::string key = make_key(d);
+    std::string key = cfg.key_style == "letter" ? make_letter_key(d) : make_key(d);
     if (!used.insert(key).second) continue;
     std::string value = fmt::format("{:0{}d}", d.below(vmax), cfg.value_digits);
     pairs.push_back(json::array({std::move(key), std::move(value)}));

@@ -1,6 +1,6 @@
 // long_context: key-value retrieval from a long prompt. The prompt lists num_pairs
-// "key: value" lines (made-up keys of consonant-vowel syllables, distinct within a
-// sample; values of value_digits digits) and asks for the value of one of them; the
+// "key: value" lines (made-up keys of consonant-vowel syllables or single letters
+// (key_style), distinct within a sample; values of value_digits digits) and asks for the value of one of them; the
 // other pairs are the distractors, and their number (uniform in [min_pairs,
 // max_pairs]) sets the haystack's length. One turn.
 //
@@ -39,6 +39,10 @@ struct LongContextConfig {
   int min_pairs = 8;     // pairs in the haystack, uniform in [min_pairs, max_pairs]
   int max_pairs = 24;
   int value_digits = 3;  // digits of a value, [1, 9]
+  // "syllables": keys of 2-3 consonant-vowel syllables ("keprau", 4-6 byte tokens);
+  // "letter": one ASCII letter (A-Z, a-z: one byte token, so at most 52 pairs), which a
+  // small model can match with one attention hop where a multi-token key needs more.
+  std::string key_style = "syllables";
   std::string system_prompt;  // "" = the default
 
   void validate() const;

@@ -193,7 +193,7 @@ void Trainer::build() {
   model_->activation_checkpoint = job_.training.activation_checkpoint == config::ActivationCheckpoint::full
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
-  if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan));
+  if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan), tp_.get());
   if (pipeline_ && cp_) pipeline_->set_context_parallel(cp_.get());  // CP inside every stage
   TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16 || (shape.tp == 1 && shape.pp == 1),
               "model.compute_dtype=bf16 with parallelism.tensor_parallel_degree={} / pipeline_parallel_degree={} "
@@ -352,7 +352,11 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   double loss_sum = 0;  // microbatch j = m·dp + q, summed in j order as one rank does
   for (int64_t m = 0; m < accum; ++m)
     for (int64_t q = 0; q < dp; ++q) loss_sum += all[static_cast<size_t>(q * accum + m)];
-  if (tp_ && ep_) {
+  if (pipeline_) {  // over the stages (and, with tp, the tp pieces)
+    auto refs = opt_->param_refs();
+    grad_norm = job_.training.max_norm > 0 ? pipeline_->clip_grad_norm_(refs, job_.training.max_norm, fsdp_.get())
+                                           : pipeline_->grad_norm(refs, fsdp_.get());
+  } else if (tp_ && ep_) {
     // EP × TP: FSDP's shards of the tp pieces by TP's norm, plus the experts' full
     // gradients (replicated over tp) by EP's.
     auto refs = opt_->param_refs();
@@ -370,10 +374,6 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
         fsdp_ ? &mesh_->group({distributed::MeshDim::dp_shard, distributed::MeshDim::cp}) : nullptr;
     grad_norm = job_.training.max_norm > 0 ? tp_->clip_grad_norm_(refs, shards, job_.training.max_norm)
                                            : tp_->grad_norm(refs, shards);
-  } else if (pipeline_) {
-    auto refs = opt_->param_refs();
-    grad_norm = job_.training.max_norm > 0 ? pipeline_->clip_grad_norm_(refs, job_.training.max_norm, fsdp_.get())
-                                           : pipeline_->grad_norm(refs, fsdp_.get());
   } else if (ep_) {
     // ‖g‖² per parameter from FSDP's shards and EP's experts, summed in model order.
     const std::vector<double> fs = fsdp_->grad_norm_sq_parts(), es = ep_->grad_norm_sq_parts();
@@ -509,9 +509,20 @@ bool Trainer::try_resume() {
 
 void Trainer::export_hf() {
   if (pipeline_) {
-    // Every stage's parameters reach world rank 0, which writes them.
+    // Every stage's parameters reach world rank 0, which writes them. With tp, each tp
+    // coordinate's pp rank 0 gathers its slice, then the tp group of world rank 0 joins
+    // the slices (a collective over that group only).
     pipeline_->gather_parameters(fsdp_.get());
-    if (rank0_) write_hf_export(*model_);
+    bool first = true;
+    for (distributed::MeshDim d : {distributed::MeshDim::pp, distributed::MeshDim::dp_replicate,
+                                   distributed::MeshDim::dp_shard, distributed::MeshDim::cp})
+      first = first && mesh_->coord(d) == 0;
+    if (tp_ && first) {
+      std::unique_ptr<models::Decoder> full = tp_->gather_full_model();
+      if (rank0_) write_hf_export(*full);
+    } else if (!tp_ && rank0_) {
+      write_hf_export(*model_);
+    }
   } else {
     // Full tensors are gathered on every rank (collectives); rank 0 writes them.
     if (fsdp_) fsdp_->unshard_all();
