@@ -400,9 +400,28 @@ TEST(ParallelDims, BadLayoutsAreOneLineErrors) {
   cp.cp = 2;
   cp.dp_shard = 2;
   EXPECT_NO_THROW(td::refuse_unimplemented(cp));
-  cp.tp = 2;
+  cp.pp = 2;  // CP inside pipeline stages (tests/mpi/cp_train_test.cpp): not refused
+  EXPECT_NO_THROW(td::refuse_unimplemented(cp));
+  cp.pp = 1;
+  cp.tp = 2;  // CP × TP (tests/mpi/cp_train_test.cpp): not refused
+  EXPECT_NO_THROW(td::refuse_unimplemented(cp));
+  cp.pp = 2;  // CP × TP × PP: refused first, before any other check
   EXPECT_EQ(error_of([&] { td::refuse_unimplemented(cp); }),
-            "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2 / "
-            "pipeline_parallel_degree=1: context parallelism together with tensor or pipeline parallelism is not "
-            "supported (it composes with FSDP/HSDP)");
+            "parallelism.context_parallel_degree=2 with tensor_parallel_degree=2 and pipeline_parallel_degree=2: "
+            "context parallelism with both tensor and pipeline parallelism is not supported (it composes with each "
+            "of them, and with FSDP/HSDP)");
+  cp.pp = 1;
+  td::MeshShape ep;  // EP inside pipeline stages (tests/mpi/ep_train_test.cpp): not refused
+  ep.ep = 2;
+  ep.dp_shard = 2;
+  ep.pp = 2;
+  EXPECT_NO_THROW(td::refuse_unimplemented(ep));
+  ep.pp = 1;
+  ep.tp = 2;  // EP × TP (tests/mpi/ep_train_test.cpp): not refused
+  EXPECT_NO_THROW(td::refuse_unimplemented(ep));
+  ep.pp = 2;  // EP × TP × PP: refused first, before any other check
+  EXPECT_EQ(error_of([&] { td::refuse_unimplemented(ep); }),
+            "parallelism.expert_parallel_degree=2 with tensor_parallel_degree=2 and pipeline_parallel_degree=2: "
+            "expert parallelism with both tensor and pipeline parallelism is not supported (it composes with each "
+            "of them, and with FSDP/HSDP)");
 }

@@ -19,6 +19,7 @@
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/ops/loss.h"
 #include "titan/optim/grad_clip.h"
+#include "titan/rl/distributed_controller.h"
 
 namespace td = titan::distributed;
 namespace tmod = titan::models;
@@ -189,9 +190,20 @@ TEST(TensorParallel, RefusesLayersItDoesNotSplit) {
   moe.num_experts = 4;
   moe.num_experts_per_tok = 2;
   moe.moe_intermediate_size = 32;
-  EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(moe, 2, false, 32); }),
-            "parallelism.tensor_parallel_degree=2: layer 0 has a moe feed-forward; tensor parallelism supports dense "
-            "feed-forwards only");
+  // A MoE layer is replicated over tp (tests/mpi/ep_train_test.cpp), not under SP; the RL
+  // trainer's TP refuses it.
+  EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(moe, 2, false, 32); }), "no error");
+  titan::rl::RLRanks rl_layout;
+  rl_layout.world_size = 3;
+  rl_layout.trainers = 2;
+  rl_layout.generators = 1;
+  rl_layout.tp = 2;
+  EXPECT_EQ(error_of([&] { titan::rl::check_rl_model(moe, rl_layout); }),
+            "titan rl: parallelism.tensor_parallel_degree=2 with a mixture-of-experts model is not supported (the RL "
+            "trainer's tensor parallelism covers dense layers)");
+  EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(moe, 2, true, 32); }),
+            "parallelism.enable_sequence_parallel=true: layer 0 has a moe feed-forward; sequence parallelism "
+            "supports dense feed-forwards only (set it false: tensor parallelism then replicates MoE layers)");
   tmod::TransformerConfig gdn = debug_config(false);
   gdn.layer_types = {"linear_attention", "full_attention"};
   EXPECT_EQ(error_of([&] { td::TensorParallel::check_model(gdn, 2, false, 32); }),

@@ -1,7 +1,7 @@
 // Context parallelism in `titan train` under mpirun against one process (ctest label
 // mpi): the debugmodel (heads 4, kv heads 2) on sequences of 128 tokens (4 KV blocks of
 // 32) for 4 steps, global batch 4 in microbatches of 2 rows, the same seeds. CP 2 on 2
-// ranks and CP 2 × FSDP 2 on 4 ranks.
+// ranks and CP 2 × FSDP 2 on 4 ranks; CP 2 × TP 2 (below).
 //
 // Where the equalities come from (context_parallel.h): each cp rank runs the per-token
 // layers on its tokens with the same batch-invariant kernels, and its queries attend to
@@ -103,6 +103,49 @@ TEST(ContextParallel, FsdpTwoByCpTwoForwardBitwiseAndCloseToOne) {
       4, "fsdp2_cp2", {"--parallelism.context_parallel_degree=2", "--parallelism.data_parallel_shard_degree=2"});
 }
 
+// CP 2 × TP 2 on 4 ranks (vocabulary 260, so that tp divides it), without and with
+// sequence parallelism, against one process. Each cp rank's tokens run through the tp
+// model (heads, FFN columns and vocabulary split over tp), its attention gathering K/V
+// of its local heads over cp; the loss is the cp ranks' vocabulary-parallel sums added
+// in cp rank order. Not bitwise equal to one rank (TP's rowwise sums over K/P columns,
+// tp_train_test.cpp, and CP's gradient sums), so TP's bounds: every loss and the
+// validation losses within 1e-4 of one rank, grad norms within 1e-4 relative, the
+// validation loss before training (a forward) within 1e-5 relative; and bitwise equal
+// run to run (losses, grad norms, final weights gathered over tp and dp_shard × cp).
+TEST(ContextParallel, CpTwoByTpTwoCloseToOneAndRepeatable) {
+  const std::vector<std::string> v260 = {"--model.vocab_size=260"};
+  const RunResult one = run_train(0, "cptp_one", v260);
+  ASSERT_EQ(one.loss.size(), kSteps) << one.log;
+  for (const bool sp : {false, true}) {
+    const std::string name = sp ? "cp2_tp2_sp" : "cp2_tp2";
+    std::vector<std::string> args = {"--model.vocab_size=260", "--parallelism.context_parallel_degree=2",
+                                     "--parallelism.tensor_parallel_degree=2"};
+    if (sp) args.push_back("--parallelism.enable_sequence_parallel=true");
+    const RunResult a = run_train(4, name + "_a", args), b = run_train(4, name + "_b", args);
+    ASSERT_EQ(a.loss.size(), kSteps) << a.log;
+    ASSERT_EQ(b.loss.size(), kSteps) << b.log;
+    EXPECT_TRUE(a.logged_positive("cp_comm_bytes")) << name;
+    EXPECT_TRUE(a.logged_positive("tp_comm_bytes")) << name;
+    ASSERT_EQ(a.val_loss.size(), one.val_loss.size()) << name;
+    EXPECT_LE(std::fabs(a.val_loss[0] - one.val_loss[0]) / one.val_loss[0], 1e-5) << name << " forward";
+    double worst = 0;
+    for (size_t i = 0; i < kSteps; ++i) {
+      EXPECT_LE(std::fabs(a.loss[i] - one.loss[i]), 1e-4) << name << " step " << i + 1;
+      EXPECT_LE(std::fabs(a.grad_norm[i] - one.grad_norm[i]), 1e-4 * one.grad_norm[i]) << name << " step " << i + 1;
+      worst = std::max(worst, std::fabs(a.loss[i] - one.loss[i]));
+      EXPECT_TRUE(same_bits(a.loss[i], b.loss[i])) << name << " run to run, step " << i + 1;
+      EXPECT_TRUE(same_bits(a.grad_norm[i], b.grad_norm[i])) << name << " run to run, step " << i + 1;
+    }
+    for (size_t i = 0; i < one.val_loss.size(); ++i)
+      EXPECT_LE(std::fabs(a.val_loss[i] - one.val_loss[i]), 1e-4) << name << " val_loss " << i;
+    std::printf("%s: losses within %.3g of 1 rank\n", name.c_str(), worst);
+    ASSERT_FALSE(a.weights.empty()) << name;
+    EXPECT_EQ(a.weights.size(), one.weights.size()) << name << ": the export is not the full model";
+    EXPECT_TRUE(a.weights == b.weights) << name << ": final weights differ run to run";
+    EXPECT_FALSE(a.weights == one.weights) << name << ": the final weights have the 1-rank bits";
+  }
+}
+
 TEST(ContextParallel, RefusedCombinationsFailOnEveryRankBeforeWork) {
   struct Case {
     int np;
@@ -110,11 +153,6 @@ TEST(ContextParallel, RefusedCombinationsFailOnEveryRankBeforeWork) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {4,
-       {"--recipe", "debugmodel", "--model.vocab_size=260", "--parallelism.tensor_parallel_degree=2"},
-       "parallelism.context_parallel_degree=2 with parallelism.tensor_parallel_degree=2 / pipeline_parallel_degree=1: "
-       "context parallelism together with tensor or pipeline parallelism is not supported (it composes with "
-       "FSDP/HSDP)"},
       {2,
        {"--recipe", "qwen3_next_debugmodel"},
        "parallelism.context_parallel_degree=2: layer 0 is a gdn layer; context parallelism supports gqa attention "

@@ -16,6 +16,9 @@
 // checkpoint are the same bits (HF exports of runs with nothing left to train), and 1
 // rank's export of the final FSDP 2 × CP 2 checkpoint is the 4-rank run's export byte for
 // byte; 1 rank -> CP 2 continues within 1e-5 relative of one rank (cp_train_test's bound).
+// CP 2 × TP 2 (vocabulary 260) resumed on its own layout is bitwise equal to its
+// uninterrupted run (bitwise run to run, cp_train_test.cpp), and 1 rank's export of its
+// final checkpoint is the 4-rank run's export byte for byte.
 #include <gtest/gtest.h>
 
 #include "tests/mpi/checkpoint_run.h"
@@ -83,4 +86,21 @@ TEST(CpCheckpoint, OneRankToCp2) {
   const TrainRun r = resume(dense_one(), kInterval, 2, "1_to_cp2", kCp2, kSteps);
   ASSERT_TRUE(dense_one().loss.count(kInterval + 1)) << dense_one().out;
   expect_next_losses(r, dense_one(), 1e-5 * dense_one().loss.at(kInterval + 1), "1 rank -> CP 2");
+}
+
+TEST(CpCheckpoint, Cp2Tp2SameLayoutAndToOneRank) {
+  // CP 2 × TP 2: each rank writes its dp_shard × cp rows of its tp slice of each tensor.
+  const std::vector<std::string> layout = dense128({"--model.vocab_size=260", "--parallelism.context_parallel_degree=2",
+                                                    "--parallelism.tensor_parallel_degree=2"});
+  expect_same_layout_resume(4, "cp2tp2", layout);
+  const TrainRun& src = straight(4, "cp2tp2", layout);
+  const TrainRun last = resume(src, kSteps, 0, "cp2tp2_final_1", dense128({"--model.vocab_size=260"}), kSteps);
+  expect_final_weights(last, src, "1-rank export of the final CP 2 x TP 2 checkpoint");
+}
+
+TEST(EpCheckpoint, Tp2Ep2SameLayoutResumeIsBitwise) {
+  // TP 2 × EP 2 (no SP): the experts as row boxes over ep, replicated over tp (written once).
+  expect_same_layout_resume(4, "tp2ep2",
+                            moe({"--parallelism.expert_parallel_degree=2", "--parallelism.tensor_parallel_degree=2",
+                                 "--parallelism.enable_sequence_parallel=false"}));
 }

@@ -11,6 +11,8 @@
 // grad_norm, the validation loss, and the final weights (the HF export).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "tests/mpi/mpi_run.h"
@@ -80,6 +82,55 @@ TEST(ExpertParallel, DeepseekV3Ep2InHsdpBitwiseEqualToOne) {
              "--parallelism.data_parallel_shard_degree=2"});
 }
 
+// TP 2 × EP 2 on 4 ranks (dp_shard 2, from which ep is carved), and TP 2 alone, on
+// qwen3_moe_debugmodel without sequence parallelism: attention and the LM head are split
+// over tp, every MoE layer is replicated over tp (each tp rank routes the same rows; under
+// EP its experts are sharded over the ep ranks of its tp coordinate). Not bitwise equal to
+// one rank (TP's rowwise sums, tp_train_test.cpp), so TP's bounds: losses and validation
+// losses within 1e-4 of one rank, grad norms within 1e-4 relative; bitwise run to run.
+TEST(ExpertParallel, Qwen3MoeTp2Ep2AndTp2CloseToOneAndRepeatable) {
+  const std::string recipe = "qwen3_moe_debugmodel";
+  const TrainOutcome& one = one_rank(recipe);
+  ASSERT_EQ(one.loss.size(), kSteps) << one.log;
+  struct Layout {
+    int np;
+    std::string name;
+    std::vector<std::string> args;
+  };
+  const std::vector<Layout> layouts = {
+      {4, "tp2_ep2",
+       {"--parallelism.tensor_parallel_degree=2", "--parallelism.enable_sequence_parallel=false",
+        "--parallelism.expert_parallel_degree=2"}},
+      {2, "tp2_moe", {"--parallelism.tensor_parallel_degree=2", "--parallelism.enable_sequence_parallel=false"}},
+  };
+  for (const Layout& l : layouts) {
+    const TrainOutcome a = run_titan_train(l.np, l.name + "_a", train_args(recipe, l.args));
+    const TrainOutcome b = run_titan_train(l.np, l.name + "_b", train_args(recipe, l.args));
+    ASSERT_EQ(a.rc, 0) << a.log;
+    ASSERT_EQ(b.rc, 0) << b.log;
+    ASSERT_EQ(a.loss.size(), kSteps) << a.log;
+    ASSERT_EQ(b.loss.size(), kSteps) << b.log;
+    EXPECT_TRUE(a.logged_positive("tp_comm_bytes")) << l.name;
+    if (l.np == 4) EXPECT_TRUE(a.logged_positive("ep_a2a_bytes")) << l.name;
+    double worst = 0;
+    for (size_t i = 0; i < kSteps; ++i) {
+      EXPECT_LE(std::fabs(a.loss[i] - one.loss[i]), 1e-4) << l.name << " step " << i + 1;
+      EXPECT_LE(std::fabs(a.grad_norm[i] - one.grad_norm[i]), 1e-4 * one.grad_norm[i]) << l.name << " step " << i + 1;
+      worst = std::max(worst, std::fabs(a.loss[i] - one.loss[i]));
+      EXPECT_TRUE(same_bits(a.loss[i], b.loss[i])) << l.name << " run to run, step " << i + 1;
+      EXPECT_TRUE(same_bits(a.grad_norm[i], b.grad_norm[i])) << l.name << " run to run, step " << i + 1;
+    }
+    ASSERT_EQ(a.val_loss.size(), one.val_loss.size()) << l.name;
+    for (size_t i = 0; i < one.val_loss.size(); ++i)
+      EXPECT_LE(std::fabs(a.val_loss[i] - one.val_loss[i]), 1e-4) << l.name << " val_loss " << i;
+    std::printf("%s: losses within %.3g of 1 rank\n", l.name.c_str(), worst);
+    ASSERT_FALSE(a.weights.empty()) << l.name;
+    EXPECT_EQ(a.weights.size(), one.weights.size()) << l.name << ": the export is not the full model";
+    EXPECT_TRUE(a.weights == b.weights) << l.name << ": final weights differ run to run";
+    EXPECT_FALSE(a.weights == one.weights) << l.name << ": the final weights have the 1-rank bits (is TP running?)";
+  }
+}
+
 TEST(ExpertParallel, RefusedLayouts) {
   struct Case {
     int np;
@@ -90,6 +141,11 @@ TEST(ExpertParallel, RefusedLayouts) {
       {2, train_args("debugmodel", {"--parallelism.expert_parallel_degree=2"}), "needs a mixture-of-experts model"},
       {2, train_args("qwen3_moe_debugmodel", {"--parallelism.expert_parallel_degree=4"}),
        "parallelism.expert_parallel_degree=4 must be a multiple of context_parallel_degree"},
+      {4,
+       train_args("qwen3_moe_debugmodel",
+                  {"--parallelism.expert_parallel_degree=2", "--parallelism.tensor_parallel_degree=2"}),
+       "parallelism.enable_sequence_parallel=true: layer 1 has a moe feed-forward; sequence parallelism supports "
+       "dense feed-forwards only (set it false: tensor parallelism then replicates MoE layers)"},
   };
   int i = 0;
   for (const Case& c : cases) {

@@ -26,8 +26,11 @@
 // weight's gradient is a per-rank GEMM over Tl tokens summed over ranks (FSDP's reduce).
 //
 // Parameters are sharded by FSDP over dp_shard × cp (fsdp.h): gradients are summed
-// over cp as over dp. Covered: gqa attention with dense feed-forwards; refused
-// (check_model): other mixers and MoE, and (parallel_dims) CP with TP or PP.
+// over cp as over dp. Under PP each stage runs its microbatches this way (pipeline.h:
+// shard() before each stage action, activations of the Tl local tokens between
+// stages); under TP each cp rank runs its tokens through the tp model (the attention
+// gathers the K/V of the rank's local heads). Covered: gqa attention with dense
+// feed-forwards; refused (check_model): other mixers and MoE.
 #pragma once
 #include <cstdint>
 

@@ -150,7 +150,9 @@ bool ExpertParallel::is_expert_parameter(const std::string& name) {
   return name.rfind("layers.", 0) == 0 && at != std::string::npos && name.size() == at + key.size() + 1;
 }
 
-ExpertParallel::ExpertParallel(models::Decoder& model, const DeviceMesh& mesh) : mesh_(mesh) {
+ExpertParallel::ExpertParallel(models::Decoder& model, const DeviceMesh& mesh,
+                               const std::function<bool(int64_t layer)>& holds_layer)
+    : mesh_(mesh) {
   const MeshShape& sh = mesh.shape();
   const int I = mesh.ep().size(), i = mesh.ep().rank();
   // Expert-dp group: the ranks with this rank's pp, ep index (dp_shard_in_ep, cp) and tp,
@@ -167,7 +169,7 @@ ExpertParallel::ExpertParallel(models::Decoder& model, const DeviceMesh& mesh) :
   std::vector<std::pair<std::string, Tensor>> named = model.named_parameters();
   for (size_t l = 0; l < model.layers.size(); ++l) {
     models::MoE* moe = model.layers[l]->moe;
-    if (!moe) continue;
+    if (!moe || (holds_layer && !holds_layer(static_cast<int64_t>(l)))) continue;
     const int64_t E = moe->experts->w1.size(0);
     TITAN_CHECK(moe->experts->plain_swiglu(),
                 "parallelism.expert_parallel_degree={} is not supported with expert_proj_bias or expert_act "
@@ -197,7 +199,7 @@ ExpertParallel::ExpertParallel(models::Decoder& model, const DeviceMesh& mesh) :
     }
     moe->expert_compute = std::make_shared<Dispatch>(this, w[0], w[1], w[2], E);
   }
-  TITAN_CHECK(!params_.empty(),
+  TITAN_CHECK(!params_.empty() || holds_layer,  // a pipeline stage may hold dense layers only
               "parallelism.expert_parallel_degree={} needs a mixture-of-experts model (this model has no MoE layer)", I);
   // Model order (named_parameters), for the optimizer and the norm.
   std::vector<std::unique_ptr<Param>> ordered;

@@ -32,8 +32,16 @@
 // The gradient norm of an expert parameter is taken over its full gradient (gathered
 // over ep) in optim::grad_norm's 4096-element blocks.
 //
-// Not covered (refused by the trainer): tp > 1, pp > 1, cp > 1.
+// Under pipeline parallelism each pp rank shards the MoE layers of its own stages (the
+// ep and expert-dp groups are within one pp coordinate), and the pipeline reduces the
+// experts' gradients after each stage backward, in microbatch order as above.
+//
+// Under tensor parallelism (without SP) every MoE layer is replicated over tp: each tp
+// coordinate has its own ep and expert-dp groups, and its experts' gradients are full.
+//
+// Not covered (refused by the trainer): cp > 1, tp > 1 with pp > 1.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +63,10 @@ class ExpertParallel {
   // every rank, e.g. initialised from one seed) and frees the full copies; installs
   // the dispatch on each MoE layer. Collective over the world (one group split).
   // Throws titan::Error when the model has no MoE layer or ep does not divide E.
-  ExpertParallel(models::Decoder& model, const DeviceMesh& mesh);
+  // holds_layer (pipeline parallelism): the layers of this rank's stages; the others'
+  // experts are not touched (their storage is the other pp ranks'). Null: every layer.
+  ExpertParallel(models::Decoder& model, const DeviceMesh& mesh,
+                 const std::function<bool(int64_t layer)>& holds_layer = nullptr);
   ~ExpertParallel();
   ExpertParallel(const ExpertParallel&) = delete;
   ExpertParallel& operator=(const ExpertParallel&) = delete;

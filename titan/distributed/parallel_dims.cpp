@@ -66,14 +66,16 @@ MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, co
 }
 
 void refuse_unimplemented(const MeshShape& s) {
-  TITAN_CHECK(s.cp == 1 || (s.tp == 1 && s.pp == 1),
-              "parallelism.context_parallel_degree={} with parallelism.tensor_parallel_degree={} / "
-              "pipeline_parallel_degree={}: context parallelism together with tensor or pipeline parallelism is not "
-              "supported (it composes with FSDP/HSDP)",
+  TITAN_CHECK(s.cp == 1 || s.tp == 1 || s.pp == 1,
+              "parallelism.context_parallel_degree={} with tensor_parallel_degree={} and "
+              "pipeline_parallel_degree={}: context parallelism with both tensor and pipeline parallelism is not "
+              "supported (it composes with each of them, and with FSDP/HSDP)",
               s.cp, s.tp, s.pp);
-  TITAN_CHECK(s.ep == 1 || (s.tp == 1 && s.pp == 1),
-              "parallelism.expert_parallel_degree={} with tensor_parallel_degree={} / pipeline_parallel_degree={}: "
-              "expert parallelism composes with data parallelism (FSDP/HSDP) only", s.ep, s.tp, s.pp);
+  TITAN_CHECK(s.ep == 1 || s.tp == 1 || s.pp == 1,
+              "parallelism.expert_parallel_degree={} with tensor_parallel_degree={} and "
+              "pipeline_parallel_degree={}: expert parallelism with both tensor and pipeline parallelism is not "
+              "supported (it composes with each of them, and with FSDP/HSDP)",
+              s.ep, s.tp, s.pp);
 }
 
 }  // namespace titan::distributed

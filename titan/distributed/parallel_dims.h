@@ -28,8 +28,8 @@ struct ModelDims {
 MeshShape resolve_parallel_dims(const config::JobConfig& job, int world_size, const ModelDims& model);
 
 // Refuses, with a one-line titan::Error, the degrees `titan train` does not implement
-// (context parallelism with tensor or pipeline parallelism, and expert parallelism with
-// tensor or pipeline parallelism), so that no degree is accepted and then ignored.
+// (context or expert parallelism with both tensor and pipeline parallelism), so that no
+// degree is accepted and then ignored.
 void refuse_unimplemented(const MeshShape& shape);
 
 }  // namespace titan::distributed

@@ -7,11 +7,14 @@
 #include "titan/autograd/checkpoint.h"
 #include "titan/autograd/node.h"
 #include "titan/core/error.h"
+#include "titan/distributed/context_parallel.h"
+#include "titan/distributed/expert_parallel.h"
 #include "titan/distributed/fsdp.h"
 #include "titan/distributed/tensor_parallel.h"
 #include "titan/nn/hooks.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss.h"
+#include "titan/ops/reduce.h"
 #include "titan/optim/grad_clip.h"
 #include "titan/optim/kernels.h"
 
@@ -144,7 +147,17 @@ std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_
   for (const PipelineAction& a : pipeline_actions(plan_, rank_)) {
     const data::Batch& b = micro[first + static_cast<size_t>(a.microbatch)];
     const PipelineStage& st = plan_.stages[static_cast<size_t>(a.stage)];
-    const int64_t T = b.input.num_tokens();
+    // Under CP: this cp rank's tokens of the microbatch; the layout is set again before
+    // each action (a backward may recompute attention under activation checkpointing).
+    models::ForwardBatch input = b.input;
+    Tensor targets = b.targets;
+    if (cp_) {
+      ContextParallel::Local local = cp_->shard(b.input, b.targets, b.seq_len);
+      input = std::move(local.input);
+      targets = std::move(local.targets);
+    }
+    const models::ContextParallelScope cp_scope(cp_);
+    const int64_t T = input.num_tokens();
     if (fsdp) fsdp->unshard_root();
     if (a.kind == PipelineAction::forward) {
       InFlight f;
@@ -152,11 +165,17 @@ std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_
         f.input = recv_hidden(T, plan_.rank_of_stage(a.stage - 1), a.stage);
         f.input.requires_grad_(true);
       }
-      f.output = stage_forward(a.stage, b.input, f.input);
-      if (st.head) {
+      f.output = stage_forward(a.stage, input, f.input);
+      if (st.head && cp_) {
+        // CP: the per-token losses of all cp ranks, summed in token order as one rank does.
+        Tensor rows = linear_cross_entropy(f.output, model_.lm_head_weight(), targets, -100, 0.0, Reduction::none,
+                                           /*expected_grad=*/inv_valid);
+        losses[static_cast<size_t>(a.microbatch)] = titan::sum(cp_->gather_rows(rows)).item<double>();
+        f.loss = titan::sum(rows);
+      } else if (st.head) {
         // The 1-rank trainer's loss: Σ token CE, its backward seeded with float(1 / valid).
-        f.loss = tp_ ? tp_->loss(f.output, model_.lm_head_weight(), b.targets)
-                     : linear_cross_entropy(f.output, model_.lm_head_weight(), b.targets, -100, 0.0,
+        f.loss = tp_ ? tp_->loss(f.output, model_.lm_head_weight(), targets)
+                     : linear_cross_entropy(f.output, model_.lm_head_weight(), targets, -100, 0.0,
                                             Reduction::sum, /*expected_grad=*/inv_valid);
         losses[static_cast<size_t>(a.microbatch)] = f.loss.item<double>();
       } else {
@@ -182,6 +201,7 @@ std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_
       }
       if (tp_ && fsdp) tp_->reduce_partial_grads();  // FSDP takes each backward's full gradients
       if (fsdp) fsdp->reduce_gradients();
+      if (ep_) ep_->reduce_gradients();
     }
   }
   wait_sends();
@@ -209,11 +229,22 @@ Tensor Pipeline::forward(const models::ForwardBatch& batch, FullyShard* fsdp) {
 }
 
 double Pipeline::loss_sum(const data::Batch& batch, FullyShard* fsdp) {
-  Tensor h = forward(batch.input, fsdp);
+  models::ForwardBatch input = batch.input;
+  Tensor targets = batch.targets;
+  if (cp_) {
+    ContextParallel::Local local = cp_->shard(batch.input, batch.targets, batch.seq_len);
+    input = std::move(local.input);
+    targets = std::move(local.targets);
+  }
+  const models::ContextParallelScope cp_scope(cp_);
+  Tensor h = forward(input, fsdp);
   double v = 0.0;
-  if (h.defined())
-    v = (tp_ ? tp_->loss(h, model_.lm_head_weight(), batch.targets)
-             : linear_cross_entropy(h, model_.lm_head_weight(), batch.targets, -100, 0.0, Reduction::sum))
+  if (h.defined() && cp_)
+    v = titan::sum(cp_->gather_rows(linear_cross_entropy(h, model_.lm_head_weight(), targets, -100, 0.0, Reduction::none)))
+            .item<double>();
+  else if (h.defined())
+    v = (tp_ ? tp_->loss(h, model_.lm_head_weight(), targets)
+             : linear_cross_entropy(h, model_.lm_head_weight(), targets, -100, 0.0, Reduction::sum))
             .item<double>();
   group_.broadcast_bytes(&v, sizeof v, plan_.rank_of_stage(plan_.num_stages() - 1));
   return v;
@@ -232,15 +263,19 @@ float Pipeline::grad_norm(const std::vector<optim::ParamRef>& params, FullyShard
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < P; ++i) index[all_params[i].first] = i;
   std::vector<double> mine(P, 0.0);
-  std::vector<double> parts;
+  std::vector<double> parts, ep_parts;
   if (fsdp) parts = fsdp->grad_norm_sq_parts();
+  if (ep_) ep_parts = ep_->grad_norm_sq_parts();
+  size_t next_fsdp = 0, next_ep = 0;  // params: FSDP's shards, then EP's (the trainer's order)
   for (size_t k = 0; k < params.size(); ++k) {
     const auto it = index.find(params[k].name);
     TITAN_CHECK(it != index.end() && owns(params[k].name), "pipeline: '{}' is not a parameter of this rank",
                 params[k].name);
     double s = 0.0;
-    if (fsdp) {
-      s = parts.at(k);
+    if (ep_ && ExpertParallel::is_expert_parameter(params[k].name)) {
+      s = ep_parts.at(next_ep++);
+    } else if (fsdp) {
+      s = parts.at(next_fsdp++);
     } else {
       Tensor g = params[k].param.grad();
       if (g.defined()) {
@@ -286,6 +321,7 @@ float Pipeline::clip_grad_norm_(const std::vector<optim::ParamRef>& params, doub
 
 void Pipeline::gather_parameters(FullyShard* fsdp) {
   if (fsdp) fsdp->unshard_all();
+  if (ep_) ep_->unshard_all();
   // Only the pp group of world rank 0 (every other coordinate 0) takes part; with tp,
   // that of every tp coordinate.
   for (MeshDim d : {MeshDim::dp_replicate, MeshDim::dp_shard, MeshDim::cp, MeshDim::tp})

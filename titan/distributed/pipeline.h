@@ -32,6 +32,8 @@
 // stage computes the vocabulary-parallel loss (TensorParallel::loss); with FSDP the
 // partial gradients of the replicated norms are summed over tp before each reduction.
 // TP is not bitwise equal to tp = 1 (tensor_parallel.h), so neither is PP × TP.
+// Under context parallelism (set_context_parallel) the forward keeps the 1-rank bits
+// (the loss of every microbatch), the gradients are CP's (context_parallel.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -46,6 +48,8 @@
 
 namespace titan::distributed {
 
+class ContextParallel;
+class ExpertParallel;
 class FullyShard;
 class TensorParallel;
 
@@ -66,6 +70,16 @@ class Pipeline {
   Pipeline& operator=(const Pipeline&) = delete;
 
   const PipelinePlan& plan() const { return plan_; }
+  // Context parallelism inside every stage (context_parallel.h): train() and
+  // loss_sum() run each microbatch as this cp rank's share of its tokens (activations
+  // between stages are (T / cp, D)), the head sums the per-token losses of all cp ranks
+  // in token order. forward() stays the whole batch's on every cp rank (as sampling
+  // without a pipeline). Null: none.
+  void set_context_parallel(ContextParallel* cp) { cp_ = cp; }
+  // Expert parallelism of this rank's MoE layers (expert_parallel.h, built for this
+  // rank's stages only): train() reduces the experts' gradients after each stage
+  // backward, grad_norm() takes theirs from it. Null: none.
+  void set_expert_parallel(ExpertParallel* ep) { ep_ = ep; }
   // Whether this rank's stages hold parameter `name` (a model.named_parameters() name).
   bool owns(const std::string& name) const;
   // This rank's parameters, in model.named_parameters() order.
@@ -124,6 +138,8 @@ class Pipeline {
   TensorParallel* tp_ = nullptr;
   int rank_ = 0;
   std::vector<bool> mine_;  // per stage
+  ContextParallel* cp_ = nullptr;
+  ExpertParallel* ep_ = nullptr;
   std::vector<std::unique_ptr<Pending>> pending_;
   PipelineStats stats_;
 };

@@ -223,10 +223,12 @@ void TensorParallel::check_model(const models::TransformerConfig& full, int tp, 
                 "parallelism.tensor_parallel_degree={}: layer {} is a {} layer; tensor parallelism supports gqa "
                 "attention layers only",
                 tp, l, models::mixer_kind_name(specs[l].mixer));
-    TITAN_CHECK(specs[l].ffn == models::FfnKind::dense,
-                "parallelism.tensor_parallel_degree={}: layer {} has a {} feed-forward; tensor parallelism "
-                "supports dense feed-forwards only",
-                tp, l, models::ffn_kind_name(specs[l].ffn));
+    // A MoE layer is replicated over tp (its experts sharded by expert parallelism, if any):
+    // every tp rank runs it on the same, replicated, rows.
+    TITAN_CHECK(specs[l].ffn == models::FfnKind::dense || !sequence_parallel,
+                "parallelism.enable_sequence_parallel=true: layer {} has a {} feed-forward; sequence parallelism "
+                "supports dense feed-forwards only (set it false: tensor parallelism then replicates MoE layers)",
+                l, models::ffn_kind_name(specs[l].ffn));
   }
   TITAN_CHECK(full.pre_norms && !full.post_norms && !full.attention_sinks && full.final_logit_softcapping == 0,
               "parallelism.tensor_parallel_degree={}: post-norms, blocks without pre-norms, attention sinks and "
@@ -304,6 +306,7 @@ std::unique_ptr<models::Decoder> TensorParallel::build(const std::function<void(
   for (models::TransformerBlock* b : local->layers) {
     hook(*b->attention_norm, Hook::Kind::enter);
     hook(*b->mixer, Hook::Kind::leave);
+    if (b->moe) continue;  // replicated over tp: no region to enter or leave
     hook(*b->ffn_norm, Hook::Kind::enter);
     hook(*b->ffn, Hook::Kind::leave);
   }

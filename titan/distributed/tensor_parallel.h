@@ -1,13 +1,15 @@
 // Tensor parallelism (Megatron-LM, Shoeybi et al. 2019; TorchTitan's parallelize_llama)
-// with optional sequence parallelism (Korthikanti et al. 2022) for the dense decoder
-// families (gqa attention + dense SwiGLU in every layer: llama3, qwen3).
+// with optional sequence parallelism (Korthikanti et al. 2022) for decoders of gqa
+// attention + dense SwiGLU layers (llama3, qwen3), and, without SP, MoE layers (qwen3_moe).
 //
 // Over the mesh's tp group of size P, rank r holds:
 //   colwise  attention.wq/wk/wv (+ biases), feed_forward.w1/w3: output rows of heads
 //            [r H/P, (r+1) H/P) (kv heads [r Hkv/P, ...)), FFN columns [r F/P, ...);
 //   rowwise  attention.wo, feed_forward.w2: the matching input columns;
 //   vocab    tok_embeddings and output (the LM head): vocabulary rows [r V/P, (r+1) V/P);
-//   replicated: the norms (attention_norm, ffn_norm, norm, q_norm, k_norm).
+//   replicated: the norms (attention_norm, ffn_norm, norm, q_norm, k_norm), and every
+//            MoE layer (router and experts; without SP only: each tp rank runs it on
+//            the replicated rows, its experts sharded over ep under expert parallelism).
 // The rank's model is a Decoder built with the local sizes (H/P, Hkv/P, F/P, V/P), so
 // the mixer and feed-forward code run unchanged on their heads and columns.
 //
@@ -91,7 +93,8 @@ class TensorParallel {
   enum class Placement { replicate, shard_rows, shard_cols };
 
   // Refuses (titan::Error, one line) a model with a layer TP does not split: every layer
-  // must be gqa attention + dense feed-forward (gdn, MoE, MLA layers name their kind);
+  // must be gqa attention (gdn, MLA layers name their kind) + a dense feed-forward, or a
+  // MoE one without sequence_parallel;
   // with sequence_parallel, training.seq_len must be a multiple of tp (seq_len given).
   // Divisibility of heads, kv heads, FFN width and vocabulary: parallel_dims.h.
   static void check_model(const models::TransformerConfig& full, int tp, bool sequence_parallel, int64_t seq_len);

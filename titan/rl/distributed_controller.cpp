@@ -84,6 +84,10 @@ void check_rl_model(const models::TransformerConfig& cfg, const RLRanks& layout)
                          std::pair{cfg.vocab_size, "vocabulary size"}})
     TITAN_CHECK(v % layout.tp == 0, "parallelism.tensor_parallel_degree={} does not divide the model's {} ({})",
                 layout.tp, what, v);
+  TITAN_CHECK(cfg.num_experts == 0,
+              "titan rl: parallelism.tensor_parallel_degree={} with a mixture-of-experts model is not supported (the "
+              "RL trainer's tensor parallelism covers dense layers)",
+              layout.tp);
   distributed::TensorParallel::check_model(cfg, layout.tp, /*sequence_parallel=*/false, 0);
 }
 

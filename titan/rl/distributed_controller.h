@@ -85,7 +85,7 @@ struct RLRanks {
 RLRanks resolve_rl_ranks(const config::JobConfig& job, int world_size);
 
 // With layout.tp > 1: the policy's layers must be ones tensor parallelism splits
-// (TensorParallel::check_model) and tp must divide its attention heads, key/value
+// (TensorParallel::check_model; no MoE layer) and tp must divide its attention heads, key/value
 // heads, FFN width and vocabulary (the messages of `titan train`). One-line
 // titan::Error, the same on every rank.
 void check_rl_model(const models::TransformerConfig& cfg, const RLRanks& layout);

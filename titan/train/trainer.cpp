@@ -62,6 +62,15 @@ struct SignalGuard {
   }
 };
 constexpr double kMiB = 1024.0 * 1024.0;
+// v of every cp rank, added in cp rank order (the same on every rank).
+double sum_over_cp(const distributed::DeviceMesh& mesh, double v) {
+  distributed::ProcessGroup& g = mesh.group(distributed::MeshDim::cp);
+  std::vector<double> all(static_cast<size_t>(g.size()));
+  g.all_gather_bytes(&v, sizeof v, all.data());
+  double total = 0;
+  for (double x : all) total += x;
+  return total;
+}
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -142,6 +151,11 @@ void Trainer::build() {
                 "model.compute_dtype=bf16 with parallelism.context_parallel_degree={} is not supported: bf16 "
                 "compute covers the whole model's forward on one rank or under FSDP",
                 shape.cp);
+    // Sequence parallelism splits each cp rank's tokens over tp.
+    TITAN_CHECK(!job_.parallelism.enable_sequence_parallel || (job_.training.seq_len / shape.cp) % shape.tp == 0,
+                "parallelism.enable_sequence_parallel with context_parallel_degree={}: tensor_parallel_degree={} "
+                "must divide training.seq_len / context_parallel_degree = {}",
+                shape.cp, shape.tp, job_.training.seq_len / shape.cp);
     cp_ = std::make_unique<distributed::ContextParallel>(mesh_->group(distributed::MeshDim::cp));
   }
   if (sharded) {
@@ -180,6 +194,7 @@ void Trainer::build() {
                                       ? models::ActivationCheckpoint::full
                                       : models::ActivationCheckpoint::none;
   if (shape.pp > 1) pipeline_ = std::make_unique<distributed::Pipeline>(*model_, *mesh_, std::move(pplan), tp_.get());
+  if (pipeline_ && cp_) pipeline_->set_context_parallel(cp_.get());  // CP inside every stage
   TITAN_CHECK(job_.model.compute_dtype != config::ComputeDType::bf16 || (shape.tp == 1 && shape.pp == 1),
               "model.compute_dtype=bf16 with parallelism.tensor_parallel_degree={} / pipeline_parallel_degree={} "
               "is not supported: bf16 compute covers the whole model's forward on one rank or under FSDP",
@@ -198,9 +213,16 @@ void Trainer::build() {
     }
     std::vector<std::pair<std::string, Tensor>> params;
     if (shape.ep > 1) {
-      // The routed experts are sharded over ep (expert_parallel.h), the rest by FSDP.
-      ep_ = std::make_unique<distributed::ExpertParallel>(*model_, *mesh_);
-      include = [](const std::string& name) { return !distributed::ExpertParallel::is_expert_parameter(name); };
+      // The routed experts are sharded over ep (expert_parallel.h), the rest by FSDP;
+      // under PP, those of this rank's stages.
+      const distributed::Pipeline* pp = pipeline_.get();
+      std::function<bool(int64_t)> holds;
+      if (pp) holds = [pp](int64_t l) { return pp->owns("layers." + std::to_string(l) + ".moe"); };
+      ep_ = std::make_unique<distributed::ExpertParallel>(*model_, *mesh_, holds);
+      include = [pp](const std::string& name) {
+        return !distributed::ExpertParallel::is_expert_parameter(name) && (!pp || pp->owns(name));
+      };
+      if (pipeline_) pipeline_->set_expert_parallel(ep_.get());
     }
     fsdp_ = std::make_unique<distributed::FullyShard>(*model_, *mesh_, blocks, include,
                                                       job_.parallelism.fsdp_reshard_after_forward != "never");
@@ -288,6 +310,18 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     if (fsdp_) fsdp_->unshard_root();
     // The backward below sends float(1 / valid) to every row: computed with the forward.
     const double inv_valid = 1.0 / static_cast<double>(valid);
+    if (cp_ && tp_) {
+      // CP × TP: this cp rank's tokens through the tp model; the loss is the sum of the
+      // cp ranks' vocabulary-parallel sums, added in cp rank order.
+      const distributed::ContextParallel::Local local = cp_->shard(b.input, b.targets, b.seq_len);
+      const models::ContextParallelScope cp_scope(cp_.get());
+      Tensor l = tp_->loss(model_->forward(local.input), model_->lm_head_weight(), local.targets);
+      losses.push_back(sum_over_cp(*mesh_, l.item<double>()));
+      scale(l, inv_valid).backward();
+      tp_->reduce_partial_grads();
+      fsdp_->reduce_gradients();
+      continue;
+    }
     if (cp_) {
       // This cp rank's tokens; the per-token losses of all cp ranks, in token order,
       // are summed as one rank sums them (the 1-rank bits).
@@ -322,9 +356,22 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
     auto refs = opt_->param_refs();
     grad_norm = job_.training.max_norm > 0 ? pipeline_->clip_grad_norm_(refs, job_.training.max_norm, fsdp_.get())
                                            : pipeline_->grad_norm(refs, fsdp_.get());
+  } else if (tp_ && ep_) {
+    // EP × TP: FSDP's shards of the tp pieces by TP's norm, plus the experts' full
+    // gradients (replicated over tp) by EP's.
+    auto refs = opt_->param_refs();
+    std::vector<optim::ParamRef> dense;
+    for (const auto& r : refs)
+      if (!distributed::ExpertParallel::is_expert_parameter(r.name)) dense.push_back(r);
+    const double tpn = tp_->grad_norm(dense, &mesh_->group({distributed::MeshDim::dp_shard, distributed::MeshDim::cp}));
+    double norm_sq = tpn * tpn;
+    for (double v : ep_->grad_norm_sq_parts()) norm_sq += v;
+    grad_norm = static_cast<float>(std::sqrt(norm_sq));
+    if (job_.training.max_norm > 0) optim::scale_grads_for_norm_(refs, static_cast<float>(grad_norm), job_.training.max_norm);
   } else if (tp_) {
     auto refs = opt_->param_refs();
-    distributed::ProcessGroup* shards = fsdp_ ? &mesh_->group(distributed::MeshDim::dp_shard) : nullptr;
+    distributed::ProcessGroup* shards =
+        fsdp_ ? &mesh_->group({distributed::MeshDim::dp_shard, distributed::MeshDim::cp}) : nullptr;
     grad_norm = job_.training.max_norm > 0 ? tp_->clip_grad_norm_(refs, shards, job_.training.max_norm)
                                            : tp_->grad_norm(refs, shards);
   } else if (ep_) {
@@ -384,6 +431,13 @@ double Trainer::evaluate() {
     n += b.num_targets;
     if (pipeline_) {
       sum += pipeline_->loss_sum(b, fsdp_.get());
+      continue;
+    }
+    if (cp_ && tp_) {
+      const distributed::ContextParallel::Local local = cp_->shard(b.input, b.targets, b.seq_len);
+      const models::ContextParallelScope cp_scope(cp_.get());
+      sum += sum_over_cp(*mesh_, tp_->loss(model_->forward(local.input), model_->lm_head_weight(), local.targets)
+                                     .item<double>());
       continue;
     }
     if (cp_) {
