@@ -11,6 +11,7 @@
 // Counters: GFLOP/s = 2·M·N·K / time; for M <= 16 also wGB/s = weight bytes / time with
 // cold weights (rotating over enough weight copies to exceed the LLC).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <random>
 #include <vector>
@@ -149,6 +150,36 @@ void train_shapes(benchmark::internal::Benchmark* b) {
       }
 }
 BENCHMARK(BM_train)->Apply(train_shapes)->UseRealTime()->MinTime(0.3);
+
+// One core's peak, the denominator of the bf16 MFU figures: 16 independent chains of
+// VDPBF16PS (impl 1: 16 lanes x 2 products = 64 FLOP each) or of fp32 FMA (impl 0: 32
+// FLOP each, the fp32 peak of config::kPeakFlopsPerCoreAvx512), GFLOP/s per CPU second
+// (so a shared machine's load does not lower it).
+[[gnu::target("avx512f,avx512bf16,fma")]] float peak_loop(bool dp, int64_t iters) {
+  __m512 acc[16];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(0x1p-30f);
+  const __m512bh xa = (__m512bh)_mm512_set1_epi32(0x3f803f80), ya = (__m512bh)_mm512_set1_epi32(0x30803080);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      acc[i] = dp ? _mm512_dpbf16_ps(acc[i], xa, ya) : _mm512_fmadd_ps(x, y, acc[i]);
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+void BM_peak(benchmark::State& st) {
+  const bool dp = st.range(0) != 0;
+  if (dp ? !kc::bf16_instruction_available() : !__builtin_cpu_supports("avx512f")) {
+    st.SkipWithError("no AVX-512 / AVX512_BF16");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  for (auto _ : st) benchmark::DoNotOptimize(peak_loop(dp, kIters));
+  st.counters["GFLOP/s"] = benchmark::Counter(16.0 * kIters * (dp ? 64 : 32) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_peak)->Arg(0)->Arg(1)->MinTime(0.3);
 
 }  // namespace
 

@@ -49,6 +49,12 @@ constexpr int64_t MC = MR * 12;
 #endif
 constexpr int64_t KCP = 256;  // K pairs per chunk: B micro-panel 16 (AVX2) / 32 KiB, in L1
 constexpr int64_t NC = 2048;  // columns per shared B block: KCP x NC dwords = 2 MiB, in L2 / L3
+// Up to this many bytes of packed B, run_blocked packs all of B at once and runs the
+// whole-K tasks of run_panels, whose C tiles stay in L2 across the K chunks (a K x N
+// block order reloads all of C from memory once per chunk). 3 MiB: the dX and forward
+// products of a `small` step (1.5 MiB) take it; dW (B = 4096 tokens x 512: 4 MiB) ran
+// 0-10 % slower with it (gemm_bf16_bench BM_train, 1 thread).
+constexpr int64_t kWholeB = int64_t{3} << 20;
 
 // MXCSR with DAZ (bit 6) and FTZ (bit 15) set while the emulation runs; restored after.
 struct DazFtz {
@@ -300,9 +306,13 @@ void micro_emu(int64_t kcp, const float* __restrict a, const uint32_t* __restric
 
 #if defined(TITAN_ISA_AVX512)
 // Instruction tile: ROWS x NR of C += kcp pairs, one VDPBF16PS per row, vector, pair.
-// Only called when the CPU has AVX512_BF16 (bf16_dot() / gemm_bf16_on check it).
-template <int ROWS>
-void micro_dp(int64_t kcp, const uint32_t* __restrict a, const uint32_t* __restrict b,
+// A packed (IN_PLACE = false): pair q of row r is dword a[q * MR + r]. A in place
+// (IN_PLACE = true; row-major A whose pairs in the chunk are all inside K): row r
+// starts at halfword r * lda of a, pair q is the dword at halfword 2q of the row (the
+// same two bf16 values the packed dword holds). Only called when the CPU has
+// AVX512_BF16 (bf16_dot() / gemm_bf16_on check it).
+template <int ROWS, bool IN_PLACE>
+void micro_dp(int64_t kcp, const void* __restrict a, int64_t lda, const uint32_t* __restrict b,
               float* __restrict c, int64_t ldc, int nv, bool load_c) {
   __m512 acc[ROWS][NV];
 #pragma GCC unroll 16
@@ -311,6 +321,8 @@ void micro_dp(int64_t kcp, const uint32_t* __restrict a, const uint32_t* __restr
     for (int j = 0; j < NV; ++j)
       acc[r][j] = !load_c ? zero() : nv == NR ? load(c + r * ldc + j * W)
                                               : load_n(c + r * ldc + j * W, lanes(nv, j));
+  const char* ab = static_cast<const char*>(a);
+  const int64_t row_bytes = IN_PLACE ? 2 * lda : 4, pair_bytes = IN_PLACE ? 4 : 4 * MR;
 #pragma GCC unroll 4
   for (int64_t q = 0; q < kcp; ++q) {
     __m512bh bv[NV];
@@ -318,11 +330,13 @@ void micro_dp(int64_t kcp, const uint32_t* __restrict a, const uint32_t* __restr
     for (int j = 0; j < NV; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + j * W);
 #pragma GCC unroll 16
     for (int r = 0; r < ROWS; ++r) {
-      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      int32_t d;
+      std::memcpy(&d, ab + r * row_bytes, sizeof d);
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(d);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], ar, bv[j]);
     }
-    a += MR;
+    ab += pair_bytes;
     b += NR;
   }
 #pragma GCC unroll 16
@@ -344,31 +358,50 @@ constexpr auto emu_table(std::index_sequence<I...>) {
 }
 constexpr auto kEmu = emu_table(std::make_index_sequence<MR>{});
 #if defined(TITAN_ISA_AVX512)
-using DpFn = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int, bool);
-template <size_t... I>
+using DpFn = void (*)(int64_t, const void*, int64_t, const uint32_t*, float*, int64_t, int, bool);
+template <bool IN_PLACE, size_t... I>
 constexpr auto dp_table(std::index_sequence<I...>) {
-  return std::array<DpFn, sizeof...(I)>{&micro_dp<static_cast<int>(I) + 1>...};
+  return std::array<DpFn, sizeof...(I)>{&micro_dp<static_cast<int>(I) + 1, IN_PLACE>...};
 }
-constexpr auto kDp = dp_table(std::make_index_sequence<MR>{});
+constexpr auto kDp = dp_table<false>(std::make_index_sequence<MR>{});
+constexpr auto kDpInPlace = dp_table<true>(std::make_index_sequence<MR>{});
 #endif
 
-// One MR-row tile column: rows [m0, m0 + mc) of C x the NR columns at n of one B
-// micro-panel b (kcp rows of NR dwords), from the packed A block abuf.
-inline void tiles(const Prob& p, bool dp, const uint32_t* abuf, int64_t m0, int64_t mc, int64_t kcp,
-                  const uint32_t* b, int64_t n, bool load_c) {
+// A read in place by the instruction kernel (no packing: each row's pairs are already
+// adjacent dwords): row-major A and every pair of the chunk inside K.
+inline bool a_in_place(const Prob& p, bool dp, int64_t q0, int64_t kcp) {
+#if defined(TITAN_ISA_AVX512)
+  return dp && !p.a_trans && 2 * (q0 + kcp) <= p.K;
+#else
+  (void)p, (void)dp, (void)q0, (void)kcp;
+  return false;
+#endif
+}
+
+// One column of MR-row tiles: rows [m0, m0 + mc) of C x the NR columns at n of one B
+// micro-panel b (kcp rows of NR dwords), A from the packed block abuf, or (in_place)
+// from A itself at pair q0.
+inline void tiles(const Prob& p, bool dp, bool in_place, const uint32_t* abuf, int64_t m0, int64_t mc,
+                  int64_t q0, int64_t kcp, const uint32_t* b, int64_t n, bool load_c) {
   const int nv = static_cast<int>(std::min<int64_t>(NR, p.N - n));
   const int64_t wpp = dp ? 1 : 2;
   for (int64_t i0 = 0; i0 < mc; i0 += MR) {
     const int rows = static_cast<int>(std::min<int64_t>(MR, mc - i0));
-    const uint32_t* a = abuf + i0 * wpp * kcp;
     float* c = p.C + (m0 + i0) * p.ldc + n;
 #if defined(TITAN_ISA_AVX512)
-    if (dp) {
-      kDp[rows - 1](kcp, a, b, c, p.ldc, nv, load_c);
+    if (in_place) {
+      const uint16_t* a = p.A + (m0 + i0) * p.lda + 2 * q0;
+      kDpInPlace[rows - 1](kcp, a, p.lda, b, c, p.ldc, nv, load_c);
       continue;
     }
+    if (dp) {
+      kDp[rows - 1](kcp, abuf + i0 * kcp, 0, b, c, p.ldc, nv, load_c);
+      continue;
+    }
+#else
+    (void)in_place, (void)q0;
 #endif
-    kEmu[rows - 1](kcp, reinterpret_cast<const float*>(a), b, c, p.ldc, nv, load_c);
+    kEmu[rows - 1](kcp, reinterpret_cast<const float*>(abuf + i0 * wpp * kcp), b, c, p.ldc, nv, load_c);
   }
 }
 
@@ -385,9 +418,11 @@ void run_task(const Prob& p, bool dp, const uint32_t* bp, int64_t m0, int64_t m1
   uint32_t* abuf = a_block_buffer(mc, dp);
   for (int64_t q0 = 0; q0 < p.KP; q0 += KCP) {
     const int64_t kcp = std::min(KCP, p.KP - q0);
-    pack_a_block(p, dp, m0, mc, q0, kcp, abuf);
+    const bool in_place = a_in_place(p, dp, q0, kcp);
+    if (!in_place) pack_a_block(p, dp, m0, mc, q0, kcp, abuf);
     for (int64_t j = j0; j < j1; ++j)
-      tiles(p, dp, abuf, m0, mc, kcp, bp + j * p.KP * NR + q0 * NR, j * NR, p.accumulate || q0 > 0);
+      tiles(p, dp, in_place, abuf, m0, mc, q0, kcp, bp + j * p.KP * NR + q0 * NR, j * NR,
+            p.accumulate || q0 > 0);
   }
 }
 
@@ -395,21 +430,6 @@ void run_task(const Prob& p, bool dp, const uint32_t* bp, int64_t m0, int64_t m1
 // there are few row blocks.
 inline int64_t column_blocks(int64_t T, int64_t rblocks, int64_t panels) {
   return std::clamp<int64_t>((2 * T + rblocks - 1) / rblocks, 1, panels);
-}
-
-// All of C from prepacked panels: tasks of MC rows x whole panels, each over all of K.
-// Who runs a task never changes its bits.
-void run_panels(const Prob& p, bool dp, const uint32_t* bp) {
-  const int64_t panels = (p.N + NR - 1) / NR;
-  const int64_t T = num_threads(), rblocks = (p.M + MC - 1) / MC;
-  const int64_t cblocks = column_blocks(T, rblocks, panels);
-  parallel_for(rblocks * cblocks, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t rb = t / cblocks, cb = t % cblocks;
-      run_task(p, dp, bp, rb * MC, std::min(p.M, rb * MC + MC), panels * cb / cblocks,
-               panels * (cb + 1) / cblocks);
-    }
-  });
 }
 
 // Runs fn(chunk) for chunks [0, chunks) on T threads: thread t takes the chunks of its
@@ -434,6 +454,19 @@ void claim_chunks(int64_t T, int64_t chunks, const Fn& fn) {
   });
 }
 
+// All of C from whole-K panels (prepacked, or all of B packed by run_blocked): tasks of
+// MC rows x a range of panels, each over all of K (its C tile stays in L2 across the K
+// chunks), claimed at run time. Who runs a task never changes its bits.
+void run_panels(const Prob& p, bool dp, const uint32_t* bp, int64_t T) {
+  const int64_t panels = (p.N + NR - 1) / NR, rblocks = (p.M + MC - 1) / MC;
+  const int64_t cblocks = column_blocks(T, rblocks, panels);
+  claim_chunks(T, rblocks * cblocks, [&](int64_t t) {
+    const int64_t rb = t / cblocks, cb = t % cblocks;
+    run_task(p, dp, bp, rb * MC, std::min(p.M, rb * MC + MC), panels * cb / cblocks,
+             panels * (cb + 1) / cblocks);
+  });
+}
+
 // B in memory (BLIS loop order with one B block shared by the threads): for each block
 // of NC columns x KCP pairs, the threads pack the B block together (NT: by micro-panel,
 // NN: by pair rows, each B row read once in address order), then claim tasks of MC rows
@@ -448,6 +481,17 @@ void run_blocked(const Prob& p, bool dp) {
     else
       parallel_for(n, fn);
   };
+  const int64_t panels = (p.N + NR - 1) / NR;
+  if (panels * NR * p.KP * 4 <= kWholeB) {  // all of B packed once, then run_panels
+    uint32_t* bp = b_buffer().get(static_cast<size_t>(panels * NR * p.KP));
+    if (p.b_trans)
+      par(panels, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) pack_b_nt(p, j * NR, 0, p.KP, bp + j * p.KP * NR);
+      });
+    else
+      par(p.KP, [&](int64_t b, int64_t e) { pack_b_nn_rows(p, 0, p.N, 0, p.KP, b, e, bp); });
+    return run_panels(p, dp, bp, T);
+  }
   uint32_t* bblk = b_buffer().get(static_cast<size_t>(KCP * std::min<int64_t>(NC, (p.N + NR - 1) / NR * NR)));
   const int64_t rblocks = (p.M + MC - 1) / MC;
   for (int64_t jc = 0; jc < p.N; jc += NC) {
@@ -461,15 +505,15 @@ void run_blocked(const Prob& p, bool dp) {
         });
       else
         par(kcp, [&](int64_t b, int64_t e) { pack_b_nn_rows(p, jc, nc, q0, kcp, b, e, bblk); });
-      const bool load_c = p.accumulate || q0 > 0;
+      const bool load_c = p.accumulate || q0 > 0, in_place = a_in_place(p, dp, q0, kcp);
       claim_chunks(T, rblocks * cblocks, [&](int64_t t) {
         const DazFtz fp;
         const int64_t rb = t / cblocks, cb = t % cblocks;
         const int64_t m0 = rb * MC, mc = std::min(MC, p.M - m0);
-        uint32_t* abuf = a_block_buffer(mc, dp);
-        pack_a_block(p, dp, m0, mc, q0, kcp, abuf);
+        uint32_t* abuf = in_place ? nullptr : a_block_buffer(mc, dp);
+        if (!in_place) pack_a_block(p, dp, m0, mc, q0, kcp, abuf);
         for (int64_t j = jp * cb / cblocks; j < jp * (cb + 1) / cblocks; ++j)
-          tiles(p, dp, abuf, m0, mc, kcp, bblk + j * kcp * NR, jc + j * NR, load_c);
+          tiles(p, dp, in_place, abuf, m0, mc, q0, kcp, bblk + j * kcp * NR, jc + j * NR, load_c);
       });
     }
   }
@@ -517,7 +561,7 @@ void gemm_bf16_panels_run(int64_t M, int64_t N, int64_t K, const uint16_t* A, in
 #endif
   if (trivial(M, N, K, C, ldc, accumulate)) return;
   const Prob p{M, N, K, (K + 1) / 2, A, lda, false, nullptr, 1, true, C, ldc, accumulate};
-  run_panels(p, dp, Bp);
+  run_panels(p, dp, Bp, num_threads());
 }
 
 }  // namespace titan::kernels::cpu::TITAN_ISA_NS
