@@ -160,10 +160,13 @@ BENCHMARK(BM_train)->Apply(train_shapes)->UseRealTime()->MinTime(0.3);
   for (auto& a : acc) a = _mm512_setzero_ps();
   const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(0x1p-30f);
   const __m512bh xa = (__m512bh)_mm512_set1_epi32(0x3f803f80), ya = (__m512bh)_mm512_set1_epi32(0x30803080);
-  for (int64_t it = 0; it < iters; ++it)
+  for (int64_t it = 0; it < iters; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i)
+    for (int i = 0; i < 16; ++i) {
       acc[i] = dp ? _mm512_dpbf16_ps(acc[i], xa, ya) : _mm512_fmadd_ps(x, y, acc[i]);
+      asm volatile("" : "+v"(acc[i]));  // keeps every chain (no folding of the loop)
+    }
+  }
   __m512 s = acc[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
