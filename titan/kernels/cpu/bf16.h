@@ -41,9 +41,11 @@
 // dimensions, null pointers for a non-empty problem, an unavailable path or ISA.
 // K = 0 sets C to 0 (or leaves it when accumulating).
 //
-// Implementation: titan/kernels/cpu/isa/gemm_bf16.cpp (B packed once in NR-wide
-// panels of K pairs, A packed per K chunk in MR-row panels, an MR x NR tile of C in
-// registers; Goto & van de Geijn, ACM TOMS 34(3), 2008).
+// Implementation: titan/kernels/cpu/isa/gemm_bf16.cpp (B packed with vector moves into
+// NR-wide panels of K pairs: all of it at once when small, else per KC x NC block shared
+// by the threads; A packed per K chunk in MR-row panels, or read in place by the
+// instruction kernel when row-major; an MR x NR tile of C in registers; Goto & van de
+// Geijn, ACM TOMS 34(3), 2008). Packing moves bits only: the chain above is unchanged.
 #pragma once
 #include <cstdint>
 #include <string_view>
