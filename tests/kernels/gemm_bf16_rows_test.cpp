@@ -13,24 +13,14 @@
 #include <vector>
 
 #include "titan/core/dtype.h"
+#include "tests/kernels/bf16_chain_ref.h"
 #include "titan/core/thread_pool.h"
 #include "titan/kernels/cpu/bf16.h"
 
 namespace titan::kernels::cpu {
 namespace {
 
-constexpr float kMin = 0x1p-126f;
-float daz(float x) { return std::fabs(x) < kMin ? std::copysign(0.0f, x) : x; }
-// fp32 FMA with FTZ after rounding (as tests/kernels/gemm_bf16_test.cpp).
-float fma_ftz(float a, float b, float c) {
-  const float r = std::fmaf(a, b, c);
-  if (r == 0.0f || !(std::fabs(r) < kMin)) return r;
-  const float rs = std::fabs(a) < std::fabs(b) ? std::fmaf(a * 0x1p64f, b, c * 0x1p64f)
-                                               : std::fmaf(a, b * 0x1p64f, c * 0x1p64f);
-  if (std::fabs(rs) < 0x1p-62f) return std::copysign(0.0f, rs);
-  return rs * 0x1p-64f;
-}
-float step(uint16_t a, uint16_t b, float c) { return fma_ftz(daz(bf16_to_f32(a)), daz(bf16_to_f32(b)), daz(c)); }
+using test::bf16_chain::step;
 
 // Ordinary values, or (near_underflow) exponents near the bottom of the range, subnormals included.
 uint16_t random_bf16(std::mt19937& rng, bool near_underflow) {

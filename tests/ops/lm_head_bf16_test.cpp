@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tests/kernels/bf16_chain_ref.h"
 #include "tests/util/torch_ref.h"
 #include "titan/autograd/node.h"
 #include "titan/core/dtype.h"
@@ -25,17 +26,8 @@
 namespace titan {
 namespace {
 
-constexpr float kMin = 0x1p-126f;
-float daz(float x) { return std::fabs(x) < kMin ? std::copysign(0.0f, x) : x; }
-// fp32 FMA with FTZ after rounding (as tests/kernels/gemm_bf16_test.cpp).
-float fma_ftz(float a, float b, float c) {
-  const float r = std::fmaf(a, b, c);
-  if (r == 0.0f || !(std::fabs(r) < kMin)) return r;
-  const float rs = std::fabs(a) < std::fabs(b) ? std::fmaf(a * 0x1p64f, b, c * 0x1p64f)
-                                               : std::fmaf(a, b * 0x1p64f, c * 0x1p64f);
-  if (std::fabs(rs) < 0x1p-62f) return std::copysign(0.0f, rs);
-  return rs * 0x1p-64f;
-}
+using test::bf16_chain::daz;
+using test::bf16_chain::fma_ftz;
 float bf(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
 // The chain of bf16.h for logits[t][v] of hidden (T, D) and weight (V, D).
