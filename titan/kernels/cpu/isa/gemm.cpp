@@ -400,27 +400,7 @@ void lane_columns(const Problem& p, const float* at, int64_t n0, int64_t n1, int
     lane_group<1>(p.K, at, B + n * p.ldb, p.ldb, p.C + n, p.ldc, rows, p.accumulate, Ahead{});
 }
 
-// Runs fn(chunk) for chunks [0, chunks) on T threads: thread t takes the chunks of its
-// own contiguous share in address order, then whatever is left of the other shares. A
-// descheduled thread on a shared machine then delays the call by at most a chunk, not
-// by its whole share. Who runs a chunk never changes its arithmetic.
-template <typename Fn>
-void claim_chunks(int64_t T, int64_t chunks, const Fn& fn) {
-  T = std::min(T, chunks);
-  if (T <= 1) {
-    for (int64_t c = 0; c < chunks; ++c) fn(c);
-    return;
-  }
-  std::vector<std::atomic<int64_t>> next(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) next[t].store(chunks * t / T, std::memory_order_relaxed);
-  parallel_for(T, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      for (int64_t i = 0; i < T; ++i) {
-        const int64_t u = (t + i) % T, end = chunks * (u + 1) / T;
-        for (int64_t c; (c = next[u].fetch_add(1, std::memory_order_relaxed)) < end;) fn(c);
-      }
-  });
-}
+using gemm_pack::claim_chunks;
 
 // Decode, M <= W with fp32 NT weights, on T threads: A is lane-packed once (by the
 // caller; the workers only read it); the threads claim chunks of kLaneChunk columns.

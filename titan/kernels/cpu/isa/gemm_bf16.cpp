@@ -432,27 +432,7 @@ inline int64_t column_blocks(int64_t T, int64_t rblocks, int64_t panels) {
   return std::clamp<int64_t>((2 * T + rblocks - 1) / rblocks, 1, panels);
 }
 
-// Runs fn(chunk) for chunks [0, chunks) on T threads: thread t takes the chunks of its
-// own contiguous share in address order, then whatever is left of the other shares, so
-// a thread descheduled on a shared machine delays the call by at most a chunk. Who
-// runs a chunk never changes its arithmetic.
-template <typename Fn>
-void claim_chunks(int64_t T, int64_t chunks, const Fn& fn) {
-  T = std::min(T, chunks);
-  if (T <= 1) {
-    for (int64_t c = 0; c < chunks; ++c) fn(c);
-    return;
-  }
-  std::vector<std::atomic<int64_t>> next(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) next[t].store(chunks * t / T, std::memory_order_relaxed);
-  parallel_for(T, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      for (int64_t i = 0; i < T; ++i) {
-        const int64_t u = (t + i) % T, end = chunks * (u + 1) / T;
-        for (int64_t c; (c = next[u].fetch_add(1, std::memory_order_relaxed)) < end;) fn(c);
-      }
-  });
-}
+using gemm_pack::claim_chunks;
 
 // All of C from whole-K panels (prepacked, or all of B packed by run_blocked): tasks of
 // MC rows x a range of panels, each over all of K (its C tile stays in L2 across the K

@@ -1,6 +1,7 @@
-// Packing routines of the GEMM (included only by titan/kernels/cpu/isa/gemm.cpp, so
-// compiled once per ISA). Packing only moves and exactly converts numbers (fp32 copies,
-// bf16 -> fp32 is exact), so it never changes a bit of the result; it lays operands
+// Packing routines and the chunk scheduler of the GEMMs (included only by
+// titan/kernels/cpu/isa/gemm.cpp and gemm_bf16.cpp, so compiled once per ISA). Packing
+// only moves and exactly converts numbers (fp32 copies, bf16 -> fp32 is exact), so it
+// never changes a bit of the result; it lays operands
 // out so the microkernel reads them contiguously:
 //   A panel (MR rows, kc)  -> dst[k * MR + r]      (one broadcast per row and k)
 //   B panel (kc, NR cols)  -> dst[k * NR + j]      (NR/W vector loads per k)
@@ -10,8 +11,13 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <vector>
+
+#include "titan/core/thread_pool.h"
 
 #ifndef TITAN_ISA_NS
 #error "gemm_pack.h is for titan/kernels/cpu/isa/*.cpp only"
@@ -198,6 +204,28 @@ void pack_b_nn_block(float* __restrict dst, const T* __restrict B, int64_t ldb, 
     for (int64_t jr = 0; jr < nc; jr += NR)
       pack_b_nn<NR>(dst + jr * kc + k * NR, B + k * ldb + jr, ldb,
                     static_cast<int>(nc - jr < NR ? nc - jr : NR), 1);
+}
+
+// Runs fn(chunk) for chunks [0, chunks) on T threads: thread t takes the chunks of its
+// own contiguous share in address order, then whatever is left of the other shares. A
+// descheduled thread on a shared machine then delays the call by at most a chunk, not
+// by its whole share. Who runs a chunk never changes its arithmetic.
+template <typename Fn>
+void claim_chunks(int64_t T, int64_t chunks, const Fn& fn) {
+  T = std::min(T, chunks);
+  if (T <= 1) {
+    for (int64_t c = 0; c < chunks; ++c) fn(c);
+    return;
+  }
+  std::vector<std::atomic<int64_t>> next(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) next[t].store(chunks * t / T, std::memory_order_relaxed);
+  parallel_for(T, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t u = (t + i) % T, end = chunks * (u + 1) / T;
+        for (int64_t c; (c = next[u].fetch_add(1, std::memory_order_relaxed)) < end;) fn(c);
+      }
+  });
 }
 
 }  // namespace titan::kernels::cpu::TITAN_ISA_NS::gemm_pack
