@@ -22,7 +22,14 @@ namespace titan::distributed {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// The tokens and targets this rank runs of a batch: all of them, or under CP this cp
+// rank's (ContextParallel::shard, which also sets the layout for the attention calls).
+ContextParallel::Local local_batch(ContextParallel* cp, const data::Batch& b) {
+  if (cp) return cp->shard(b.input, b.targets, b.seq_len);
+  return {b.input, b.targets};
 }
+}  // namespace
 
 struct Pipeline::Pending {
   Tensor buffer;  // kept alive until the send completes
@@ -149,13 +156,7 @@ std::vector<double> Pipeline::train(const std::vector<data::Batch>& micro, size_
     const PipelineStage& st = plan_.stages[static_cast<size_t>(a.stage)];
     // Under CP: this cp rank's tokens of the microbatch; the layout is set again before
     // each action (a backward may recompute attention under activation checkpointing).
-    models::ForwardBatch input = b.input;
-    Tensor targets = b.targets;
-    if (cp_) {
-      ContextParallel::Local local = cp_->shard(b.input, b.targets, b.seq_len);
-      input = std::move(local.input);
-      targets = std::move(local.targets);
-    }
+    auto [input, targets] = local_batch(cp_, b);
     const models::ContextParallelScope cp_scope(cp_);
     const int64_t T = input.num_tokens();
     if (fsdp) fsdp->unshard_root();
@@ -229,13 +230,7 @@ Tensor Pipeline::forward(const models::ForwardBatch& batch, FullyShard* fsdp) {
 }
 
 double Pipeline::loss_sum(const data::Batch& batch, FullyShard* fsdp) {
-  models::ForwardBatch input = batch.input;
-  Tensor targets = batch.targets;
-  if (cp_) {
-    ContextParallel::Local local = cp_->shard(batch.input, batch.targets, batch.seq_len);
-    input = std::move(local.input);
-    targets = std::move(local.targets);
-  }
+  auto [input, targets] = local_batch(cp_, batch);
   const models::ContextParallelScope cp_scope(cp_);
   Tensor h = forward(input, fsdp);
   double v = 0.0;
