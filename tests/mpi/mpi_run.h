@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +177,47 @@ inline void expect_same_training(const TrainOutcome& one, const TrainOutcome& ma
   for (size_t i = 0; i < one.val_loss.size(); ++i) EXPECT_TRUE(same_bits(one.val_loss[i], many.val_loss[i])) << what;
   ASSERT_FALSE(one.weights.empty());
   EXPECT_TRUE(one.weights == many.weights) << what << ": final weights differ";
+}
+
+// A layout whose sums run in another order than one rank's (TP, CP) against the 1-rank
+// run `one`: run `a` has step 1's loss within 1e-5 relative, every loss and validation
+// loss within 1e-4 and every grad norm within 1e-4 relative, while not every loss has
+// the 1-rank bits (so the test cannot pass by running the 1-rank code); clipping at
+// max_norm binds on some step of `one`; run `b` of the same layout equals `a` bitwise
+// (losses, grad norms, validation losses, the full-size HF export). Prints the gaps.
+inline void expect_close_to_one_rank_and_repeatable(const std::string& name, const TrainOutcome& one,
+                                                    const TrainOutcome& a, const TrainOutcome& b, size_t steps,
+                                                    double max_norm) {
+  ASSERT_EQ(one.loss.size(), steps) << one.log;
+  ASSERT_EQ(a.loss.size(), steps) << name << "\n" << a.log;
+  bool clipped = false;
+  for (double g : one.grad_norm) clipped = clipped || g > max_norm;
+  EXPECT_TRUE(clipped) << "no step of the reference has grad_norm > max_norm = " << max_norm;
+  EXPECT_LE(std::fabs(a.loss[0] - one.loss[0]), 1e-5 * std::fabs(one.loss[0]))
+      << name << " step 1: " << a.loss[0] << " vs " << one.loss[0];
+  bool all_same_bits = true;
+  double worst = 0;
+  for (size_t i = 0; i < steps; ++i) {
+    EXPECT_LE(std::fabs(a.loss[i] - one.loss[i]), 1e-4) << name << " step " << i + 1;
+    EXPECT_LE(std::fabs(a.grad_norm[i] - one.grad_norm[i]), 1e-4 * one.grad_norm[i]) << name << " step " << i + 1;
+    all_same_bits = all_same_bits && same_bits(a.loss[i], one.loss[i]);
+    worst = std::max(worst, std::fabs(a.loss[i] - one.loss[i]));
+  }
+  EXPECT_FALSE(all_same_bits) << name << ": every loss has the 1-rank bits (is the layout running?)";
+  std::printf("%s: step-1 loss relative gap %.3g; %zu-step losses within %.3g of 1 rank\n", name.c_str(),
+              std::fabs(a.loss[0] - one.loss[0]) / std::fabs(one.loss[0]), steps, worst);
+  ASSERT_EQ(a.val_loss.size(), one.val_loss.size()) << name;
+  for (size_t i = 0; i < one.val_loss.size(); ++i) EXPECT_LE(std::fabs(a.val_loss[i] - one.val_loss[i]), 1e-4) << name;
+  ASSERT_EQ(b.loss.size(), steps) << name << "\n" << b.log;
+  for (size_t i = 0; i < steps; ++i) {
+    EXPECT_TRUE(same_bits(a.loss[i], b.loss[i])) << name << " run to run, step " << i + 1;
+    EXPECT_TRUE(same_bits(a.grad_norm[i], b.grad_norm[i])) << name << " run to run, step " << i + 1;
+  }
+  for (size_t i = 0; i < a.val_loss.size() && i < b.val_loss.size(); ++i)
+    EXPECT_TRUE(same_bits(a.val_loss[i], b.val_loss[i])) << name;
+  ASSERT_FALSE(a.weights.empty()) << name;
+  EXPECT_EQ(a.weights.size(), one.weights.size()) << name << ": the export is not the full model";
+  EXPECT_TRUE(a.weights == b.weights) << name << ": final weights differ run to run";
 }
 
 // `titan ARGS` on np ranks (output in LOG) must fail before its first step, with the

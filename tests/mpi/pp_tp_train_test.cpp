@@ -63,38 +63,9 @@ const TrainOutcome& one_rank() {
 void expect_close_and_repeatable(const TrainOutcome& one, const std::string& name,
                                  const std::vector<std::string>& layout) {
   const TrainOutcome a = run_train(4, name + "_a", layout), b = run_train(4, name + "_b", layout);
-  ASSERT_EQ(one.loss.size(), kTrainSteps) << one.log;
-  ASSERT_EQ(a.loss.size(), kTrainSteps) << name << "\n" << a.log;
   EXPECT_TRUE(a.logged_positive("tp_comm_bytes")) << name << ": no tensor-parallel communication was logged";
   EXPECT_TRUE(a.logged_positive("pp_bytes")) << name << ": no pipeline traffic was logged";
-  bool clipped = false;
-  for (double g : one.grad_norm) clipped = clipped || g > 0.8;
-  EXPECT_TRUE(clipped) << "no step of the reference has grad_norm > max_norm = 0.8";
-  EXPECT_LE(std::fabs(a.loss[0] - one.loss[0]), 1e-5 * std::fabs(one.loss[0]))
-      << name << " step 1: " << a.loss[0] << " vs " << one.loss[0];
-  bool all_same_bits = true;
-  double worst = 0;
-  for (size_t i = 0; i < kTrainSteps; ++i) {
-    EXPECT_LE(std::fabs(a.loss[i] - one.loss[i]), 1e-4) << name << " step " << i + 1;
-    EXPECT_LE(std::fabs(a.grad_norm[i] - one.grad_norm[i]), 1e-4 * one.grad_norm[i]) << name << " step " << i + 1;
-    all_same_bits = all_same_bits && same_bits(a.loss[i], one.loss[i]);
-    worst = std::max(worst, std::fabs(a.loss[i] - one.loss[i]));
-  }
-  EXPECT_FALSE(all_same_bits) << name << ": every loss has the 1-rank bits (is TP running?)";
-  std::printf("%s: step-1 loss relative gap %.3g; 20-step losses within %.3g of 1 rank\n", name.c_str(),
-              std::fabs(a.loss[0] - one.loss[0]) / std::fabs(one.loss[0]), worst);
-  ASSERT_EQ(a.val_loss.size(), one.val_loss.size()) << name;
-  for (size_t i = 0; i < one.val_loss.size(); ++i) EXPECT_LE(std::fabs(a.val_loss[i] - one.val_loss[i]), 1e-4) << name;
-  ASSERT_EQ(b.loss.size(), kTrainSteps) << name << "\n" << b.log;
-  for (size_t i = 0; i < kTrainSteps; ++i) {
-    EXPECT_TRUE(same_bits(a.loss[i], b.loss[i])) << name << " run to run, step " << i + 1;
-    EXPECT_TRUE(same_bits(a.grad_norm[i], b.grad_norm[i])) << name << " run to run, step " << i + 1;
-  }
-  for (size_t i = 0; i < a.val_loss.size() && i < b.val_loss.size(); ++i)
-    EXPECT_TRUE(same_bits(a.val_loss[i], b.val_loss[i])) << name;
-  ASSERT_FALSE(a.weights.empty()) << name;
-  EXPECT_EQ(a.weights.size(), one.weights.size()) << name << ": the export is not the full model";
-  EXPECT_TRUE(a.weights == b.weights) << name << ": final weights differ run to run";
+  expect_close_to_one_rank_and_repeatable(name, one, a, b, kTrainSteps, 0.8);
 }
 
 }  // namespace
