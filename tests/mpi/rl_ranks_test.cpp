@@ -220,7 +220,7 @@ TEST(RLRanks, CheckpointsResumeAcrossLayouts) {
 
 // Every training row of a tensor-parallel run: the gap is reported, > 0 and small.
 void expect_tp_gap(const RLRun& r, const std::string& what) {
-  int steps = 0;
+  int steps = 0, trained = 0;
   for (const json& row : r.rows) {
     if (!row.contains("loss")) continue;
     ++steps;
@@ -229,13 +229,18 @@ void expect_tp_gap(const RLRun& r, const std::string& what) {
     EXPECT_LT(gap, 1e-3) << what << ": " << row.dump();
     EXPECT_GT(row["logprob_diff_mean"].get<double>(), 0.0) << what << ": " << row.dump();
     EXPECT_TRUE(std::isfinite(row["loss"].get<double>())) << what << ": " << row.dump();
-    EXPECT_TRUE(std::isfinite(row["grad_norm"].get<double>()) && row["grad_norm"].get<double>() > 0)
+    // A step whose every group has one reward (zero_std_group_frac 1: which depends on
+    // what this CPU's kernels sampled) has no advantage, hence grad norm 0.
+    const double gn = row["grad_norm"].get<double>();
+    EXPECT_TRUE(std::isfinite(gn) && (row["zero_std_group_frac"].get<double>() < 1.0 ? gn > 0 : gn == 0.0))
         << what << ": " << row.dump();
+    if (gn > 0) ++trained;
     EXPECT_GT(row["trained_tokens"].get<int64_t>(), 0);
     std::cout << what << " step " << row["step"] << ": logprob_diff_max " << gap << ", logprob_diff_mean "
               << row["logprob_diff_mean"] << ", loss " << row["loss"] << "\n";
   }
   EXPECT_EQ(steps, kSteps) << what;
+  EXPECT_GT(trained, 0) << what << ": no step had a gradient";
 }
 
 const std::vector<std::string> kTp2 = {"--parallelism.tensor_parallel_degree=2"};
