@@ -3,10 +3,12 @@
 // requests with aborts and preemptions.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "infer_test_util.h"
 #include "titan/core/philox.h"
+#include "titan/data/byte_tokenizer.h"
 #include "titan/data/tokenizer.h"
 
 using namespace titan;
@@ -343,3 +345,49 @@ TEST(Engine, PoolReturnsToFullAfterManyRandomRequests) {
 }
 
 }  // namespace
+
+// A vocabulary padded past the tokenizer (vocab_size 264 over byte_chat's 263 ids, as
+// tensor parallelism pads it): the padded id is never drawn nor listed, even where its
+// logit is the largest, and logprobs keep the full 264-entry normalizer. The head's real
+// rows are zero (every real logit 0) and the padded row is large, so wherever the
+// reported logprob is below log(1/263) - 0.5 the padded logit exceeds 5 and argmax over
+// all 264 logits would have been the padded id.
+TEST(Engine, NeverSamplesIdsTheTokenizerLacks) {
+  models::TransformerConfig cfg = tiny_config();
+  cfg.vocab_size = 264;
+  models::Decoder m(cfg);
+  m.init_weights(5);
+  ASSERT_NE(m.output, nullptr);
+  const data::ByteTokenizer tok(true);
+  ASSERT_EQ(tok.vocab_size(), 263);
+  float* w = m.output->weight.data<float>();
+  const int64_t D = cfg.hidden_size;
+  for (int64_t i = 0; i < 263 * D; ++i) w[i] = 0.0f;
+  for (int64_t d = 0; d < D; ++d) w[263 * D + d] *= 1000.0f;
+  Engine e(m, &tok, small_config());
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) prompts.push_back(random_tokens(12, 40 + i, 256));
+  SamplingParams sampled;
+  sampled.temperature = 1.0;
+  sampled.max_tokens = 16;
+  sampled.seed = 7;
+  sampled.logprobs = 3;
+  int padded_would_win = 0;
+  SamplingParams g = greedy(16);
+  g.ignore_eos = sampled.ignore_eos = true;
+  for (const SamplingParams& p : {g, sampled}) {
+    const auto outs = e.generate(prompts, p);
+    for (const auto& o : outs)
+      for (const auto& c : o.outputs) {
+        EXPECT_EQ(finish_reason_name(c.finish_reason), std::string("length")) << c.error;
+        ASSERT_EQ(c.token_ids.size(), 16u);
+        for (size_t i = 0; i < c.token_ids.size(); ++i) {
+          EXPECT_LT(c.token_ids[i], 263);
+          if (c.logprobs[i] < -std::log(263.0) - 0.5) ++padded_would_win;
+          for (const auto& [id, lp] : p.logprobs > 0 ? c.top_logprobs[i] : TopLogprobs{}) EXPECT_LT(id, 263);
+        }
+      }
+  }
+  EXPECT_GT(padded_would_win, 20);  // of 192 tokens
+  EXPECT_EQ(e.block_pool().num_free(), e.num_kv_blocks());
+}

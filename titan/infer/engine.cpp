@@ -64,6 +64,7 @@ Engine::Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, c
       sched_(pool_, SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.enable_prefix_caching},
              &states_) {
   const auto& mc = model.config();
+  sample_vocab_ = tok_ ? std::min<int64_t>(mc.vocab_size, tok_->vocab_size()) : mc.vocab_size;
   eos_ = cfg.eos_token_ids;
   if (eos_.empty()) {
     if (tok_ && tok_->eos_id() >= 0) eos_.push_back(tok_->eos_id());

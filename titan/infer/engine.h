@@ -94,6 +94,11 @@ class Engine {
  public:
   // model and tokenizer (may be null: no text, no stop strings) must outlive the
   // engine. Allocates the KV pool (lazily touched). Throws titan::Error for bad sizes.
+  // With a tokenizer smaller than the model's vocabulary (rows padded for tensor
+  // parallelism or to a multiple, as Qwen3's 151936 over its tokenizer's 151669), the
+  // ids the tokenizer lacks are never sampled nor listed in top logprobs (vLLM's
+  // allowed-token rule); logprobs keep the model's full-vocabulary normalizer (THE
+  // logprob function, the trainer's bits).
   Engine(const models::Decoder& model, const data::Tokenizer* tokenizer, const EngineConfig& cfg);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -146,6 +151,7 @@ class Engine {
   const models::Decoder& model_;
   const data::Tokenizer* tok_;
   EngineConfig cfg_;
+  int64_t sample_vocab_ = 0;  // ids [0, sample_vocab_) can be sampled (see the constructor)
   std::vector<int32_t> eos_;
   BlockPool pool_;
   StatePool states_;

@@ -124,8 +124,10 @@ void Engine::run_step(const StepPlan& plan) {
       for (int64_t r = r0; r < r1; ++r) {
         const Sequence& s = *rseq[r];
         const SamplingParams& sp = *s.params;
-        toks[r] = sample_token(L + r * V, V, sp, s.seed, s.sample_index, s.len(), scratch);
-        if (sp.logprobs > 0) tops[r] = top_logprobs(L + r * V, V, sp.logprob_temperature(), sp.logprobs);
+        // Only ids the tokenizer has are drawn or listed (sample_vocab_ <= V).
+        toks[r] = sample_token(L + r * V, sample_vocab_, sp, s.seed, s.sample_index, s.len(), scratch);
+        if (sp.logprobs > 0)
+          tops[r] = top_logprobs(L + r * V, V, sp.logprob_temperature(), sp.logprobs, sample_vocab_);
       }
     });
     // ---- logprobs of the sampled tokens, temperature-scaled (greedy: 1.0).

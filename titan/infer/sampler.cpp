@@ -207,12 +207,14 @@ int32_t sample_token(const float* logits, int64_t V, const SamplingParams& sp, u
   return draw(p, cand.data(), cut, u, s.sums);
 }
 
-TopLogprobs top_logprobs(const float* logits, int64_t V, double temperature, int n) {
+TopLogprobs top_logprobs(const float* logits, int64_t V, double temperature, int n, int64_t candidates) {
   TITAN_CHECK(temperature > 0, "top_logprobs: temperature must be > 0, got {}", temperature);
+  const int64_t C = candidates < 0 ? V : candidates;
+  TITAN_CHECK(C >= 1 && C <= V, "top_logprobs: candidates must be in [1, {}], got {}", V, candidates);
   const float inv_t = static_cast<float>(1.0 / temperature);
   const kc::VocabStats st = kc::vocab_row_stats(logits, V, inv_t);
-  const int64_t k = std::min<int64_t>(n, V);
-  std::vector<int32_t> ids(V);
+  const int64_t k = std::min<int64_t>(n, C);
+  std::vector<int32_t> ids(C);
   std::iota(ids.begin(), ids.end(), 0);
   std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [logits](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);

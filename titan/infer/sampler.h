@@ -47,9 +47,10 @@ int32_t sample_token(const float* logits, int64_t V, const SamplingParams& param
 int32_t argmax(const float* x, int64_t n);
 
 // The n most likely tokens of a row at `temperature` (> 0) with their logprobs,
-// best first (ties: lower id first). Logprobs come from the vocabulary log-sum-exp
-// algorithm (vocab_row_stats + vocab_logprob): the bits of THE logprob function.
-TopLogprobs top_logprobs(const float* logits, int64_t V, double temperature, int n);
+// best first (ties: lower id first), among the ids [0, candidates) (-1 = all V).
+// Logprobs come from the vocabulary log-sum-exp algorithm over all V logits
+// (vocab_row_stats + vocab_logprob): the bits of THE logprob function.
+TopLogprobs top_logprobs(const float* logits, int64_t V, double temperature, int n, int64_t candidates = -1);
 
 // Seed for a request without one: 64 bits of Philox keyed by the engine seed at
 // counter `request_index` (the request's admission number).
