@@ -11,8 +11,10 @@
 # once its last step is logged, so the end-of-run text sample is not waited for.
 # Results: docs/benchmarks.md, "bf16".
 #   bench/train_bf16_bench.sh [BUILD_DIR] [STEPS] [VENV_PYTHON]
-# PEERS (default "VENV_PYTHON /usr/bin/python3") lists the peer pythons; EXTRA_TITAN
-# (optional) another titan binary run in bf16 after the first (a branch to compare).
+# PEERS (default "VENV_PYTHON /usr/bin/python3") lists the peer pythons (PEERS=" ": none);
+# EXTRA_TITAN (optional) another titan binary run in bf16 after the first (a branch to
+# compare); ROUNDS (default 1) repeats the titan runs in alternating rounds (fp32, bf16,
+# EXTRA_TITAN bf16; the load average printed per round) before the peers run once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -51,9 +53,13 @@ PY
 )
   rm -rf "$d"
 }
-run_titan "$BUILD/titan" f32 "titan f32"
-run_titan "$BUILD/titan" bf16 "titan bf16"
-[ -n "${EXTRA_TITAN:-}" ] && run_titan "$EXTRA_TITAN" bf16 "titan bf16 ($EXTRA_TITAN)"
+ROUNDS=${ROUNDS:-1}
+for r in $(seq 1 "$ROUNDS"); do
+  [ "$ROUNDS" -gt 1 ] && echo "round $r, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  run_titan "$BUILD/titan" f32 "titan f32"
+  run_titan "$BUILD/titan" bf16 "titan bf16"
+  if [ -n "${EXTRA_TITAN:-}" ]; then run_titan "$EXTRA_TITAN" bf16 "titan bf16 ($EXTRA_TITAN)"; fi
+done
 for py in ${PEERS:-$VPY /usr/bin/python3}; do
   for ac in "" "--autocast-bf16"; do
     "$py" bench/train_torch.py --config small --steps "$STEPS" --threads 2 $ac | tail -1 | python3 -c '
