@@ -34,7 +34,7 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "load after $(cut -d' ' -f1-3 /proc/loadavg); tokens/s per step:" \
       $(python3 -c 'import json,sys; print(*[round(json.loads(l)["tokens_per_s"]) for l in open(sys.argv[1]) if "\"loss\"" in l])' "$d/metrics.jsonl")
     perf report -i "$d/perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null |
-      grep -v '^#' | grep -v '^$' | head -n "$LINES"
+      grep -v "^#" | grep -v "^$" | head -n "$LINES" || true
     rm -rf "$d"
   done
 done
