@@ -11,8 +11,11 @@
 # once its last step is logged, so the end-of-run text sample is not waited for.
 # Results: docs/benchmarks.md, "bf16".
 #   bench/train_bf16_bench.sh [BUILD_DIR] [STEPS] [VENV_PYTHON]
-# PEERS (default "VENV_PYTHON /usr/bin/python3") lists the peer pythons; EXTRA_TITAN
-# (optional) another titan binary run in bf16 after the first (a branch to compare).
+# PEERS (default "VENV_PYTHON /usr/bin/python3") lists the peer pythons (PEERS=" ": none);
+# EXTRA_TITAN (optional) another titan binary run in bf16 after the first (a branch to
+# compare); ROUNDS (default 1) repeats the titan runs in alternating rounds (fp32, bf16,
+# EXTRA_TITAN bf16; the load average printed per round) before the peers run once;
+# PEER_MODES (default "fp32 autocast") which peer runs to make.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -25,10 +28,10 @@ SMALL="--recipe=shakespeare_char --model.dim=512 --model.n_layers=8 --model.n_he
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 RATIO=$("$BUILD/bench/gemm_bf16_bench" --benchmark_filter=BM_peak --benchmark_format=json 2>/dev/null | python3 -c '
 import json, sys
-b = {r["name"].split("/")[1]: r["GFLOP/s"] for r in json.load(sys.stdin)["benchmarks"]}
-print(b["1"] / b["0"])')
+b = {r["name"].split("/")[1]: r.get("GFLOP/s") for r in json.load(sys.stdin)["benchmarks"]}
+print(round(b["1"] / b["0"], 3) if b.get("0") and b.get("1") else "n/a (no AVX-512 / AVX512_BF16: the bf16 GEMM is emulated with fp32 FMAs)")')
 PEAK=$(python3 -c "print(2 * 2 * 259.5e9)")
-echo "bf16 peak: $(python3 -c "print(round($PEAK / 1e9))") GFLOP/s (2 threads); VDPBF16PS / FMA FLOP rate measured now: $(python3 -c "print(round($RATIO, 3))")"
+echo "bf16 peak: $(python3 -c "print(round($PEAK / 1e9))") GFLOP/s (2 threads); VDPBF16PS / FMA FLOP rate measured now: $RATIO"
 FPT=0
 run_titan() {  # binary dtype label
   local d n pid
@@ -51,11 +54,17 @@ PY
 )
   rm -rf "$d"
 }
-run_titan "$BUILD/titan" f32 "titan f32"
-run_titan "$BUILD/titan" bf16 "titan bf16"
-[ -n "${EXTRA_TITAN:-}" ] && run_titan "$EXTRA_TITAN" bf16 "titan bf16 ($EXTRA_TITAN)"
+ROUNDS=${ROUNDS:-1}
+for r in $(seq 1 "$ROUNDS"); do
+  [ "$ROUNDS" -gt 1 ] && echo "round $r, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  run_titan "$BUILD/titan" f32 "titan f32"
+  run_titan "$BUILD/titan" bf16 "titan bf16"
+  if [ -n "${EXTRA_TITAN:-}" ]; then run_titan "$EXTRA_TITAN" bf16 "titan bf16 ($EXTRA_TITAN)"; fi
+done
 for py in ${PEERS:-$VPY /usr/bin/python3}; do
-  for ac in "" "--autocast-bf16"; do
+  for mode in ${PEER_MODES:-fp32 autocast}; do
+    ac=""
+    [ "$mode" = autocast ] && ac="--autocast-bf16"
     "$py" bench/train_torch.py --config small --steps "$STEPS" --threads 2 $ac | tail -1 | python3 -c '
 import json, sys
 o = json.loads(sys.stdin.read())

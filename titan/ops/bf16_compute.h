@@ -13,7 +13,7 @@
 //  - attention (models/mixers/attention.cpp) rounds Q, K and V to bf16 and its output
 //    to bf16; scores, softmax statistics and the P · V accumulation stay fp32.
 //  - the LM head's logits and logprobs (Decoder::logits / logprobs) run on bf16 inputs
-//    with fp32 logits (titan/ops/lm_head_bf16.h); the training loss's fused head is fp32.
+//    with fp32 logits, and the training loss's fused head (titan/ops/lm_head_bf16.h).
 //  - everything else stays fp32: embeddings, RMSNorm, RoPE, activations, residual adds.
 // Tensors hold bf16-rounded values in f32 storage where they leave a bf16 op, so the
 // fp32 ops that follow read them exactly (autocast's promotion of bf16 inputs).

@@ -1,9 +1,13 @@
-// The bf16-compute LM head (titan/ops/lm_head_bf16.h): logits and logprobs on the bf16
-// panel GEMM, backward on the fp32 GEMMs over the bf16 values.
+// The bf16-compute LM head (titan/ops/lm_head_bf16.h): logits, logprobs and the fused
+// cross-entropy on the bf16 panel GEMM; the backward of logits and logprobs on the fp32
+// GEMMs over the bf16 values, the loss's on the bf16 GEMM with a bf16 gradient.
 #include "titan/ops/lm_head_bf16.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <memory>
 
 #include "titan/kernels/cpu/bf16.h"
 #include "titan/kernels/cpu/gemm.h"
@@ -12,6 +16,7 @@
 #include "titan/ops/bf16_compute.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/op_util.h"
+#include "titan/ops/reduce.h"
 
 namespace titan {
 
@@ -23,6 +28,7 @@ namespace kc = kernels::cpu;
 namespace {
 
 constexpr int64_t kTileBytes = int64_t{64} << 20;
+constexpr int64_t kTileRowQuantum = 512;  // K elements per chunk of the bf16 GEMM (KCP pairs)
 
 struct Dims {
   int64_t T, D, V;
@@ -131,11 +137,82 @@ Operands bf16_operands(const Tensor& hidden, const Tensor& weight) {
   return o;
 }
 
+// targets (T) i32/i64, each in [0, V) or == ignore_index -> contiguous i64.
+Tensor check_ce_targets(const char* op, const Tensor& targets, int64_t T, int64_t V, int64_t ignore_index) {
+  check_index(op, "targets", targets);
+  TITAN_CHECK(targets.shape() == Shape{T}, "{}: 'targets' has shape {}, expected [{}]", op,
+              shape_str(targets.shape()), T);
+  Tensor y = targets.dtype() == DType::i64 ? contig(targets) : targets.to(DType::i64);
+  const int64_t* p = y.data<int64_t>();
+  for (int64_t t = 0; t < T; ++t)
+    TITAN_CHECK(p[t] == ignore_index || (p[t] >= 0 && p[t] < V),
+                "{}: targets[{}] = {} is out of range for V = {} (and is not ignore_index {})", op, t, p[t], V,
+                ignore_index);
+  return y;
+}
+
+void round_rows_bf16(float* x, int64_t n) {
+  parallel_for_grain(n, kGrain, [&](int64_t b, int64_t e) { kc::round_to_bf16(x + b, e - b); });
+}
+
+// The bf16 backward of the head for one tile: g (rows, V) fp32 gradient of the logits ->
+// gb = bf16(g) (RNE), then on the bf16 GEMM (fp32 accumulation, unrounded here):
+//   dh (rows, D) = gb · wb          (K = V, vocabulary ascending; null to skip)
+//   dw (V, D)   (+)= gbᵀ · hb rows  (K = the tile's rows, ascending; null to skip)
+void bf16_grad_gemms(const float* g, uint16_t* gb, const uint16_t* wb, const uint16_t* hb, int64_t rows,
+                     const Dims& d, float* dh, float* dw, bool accumulate_dw) {
+  parallel_for_grain(rows * d.V, kGrain, [&](int64_t b, int64_t e) { kc::cast_f32_to_bf16(g + b, gb + b, e - b); });
+  if (dh) kc::gemm_bf16(rows, d.D, d.V, gb, d.V, false, wb, d.D, false, dh, d.D, false);
+  if (dw) kc::gemm_bf16(d.V, d.D, rows, gb, d.V, true, hb, d.D, false, dw, d.D, accumulate_dw);
+}
+
+// The fused bf16 cross-entropy over row tiles (lm_head_bf16_tile_rows). Per tile: the
+// head's fp32 logits; with loss: loss and lse of the tile (cross_entropy_logits_fwd);
+// with dloss: the fp32 loss gradient of those logits (cross_entropy_logits_bwd, reading
+// lse) and bf16_grad_gemms. dh and dw (either may be null) are rounded to bf16 at the end.
+void ce_bf16_tiles(const Operands& o, const Dims& d, const int64_t* y, int64_t ignore_index, float z, float* loss,
+                   float* lse, const float* dloss, float* dh, float* dw) {
+  if (dw && d.T == 0) std::fill(dw, dw + d.V * d.D, 0.0f);
+  if (d.T == 0) return;
+  const int64_t R = lm_head_bf16_tile_rows(d.T, d.V);
+  Tensor buf = Tensor::empty({R, d.V});
+  Tensor gb = dloss ? Tensor::empty({R, d.V}, DType::bf16) : Tensor();
+  const uint16_t* hb = o.hb.data<uint16_t>();
+  for (int64_t r0 = 0; r0 < d.T; r0 += R) {
+    const int64_t rows = std::min(R, d.T - r0);
+    float* b = buf.data<float>();
+    head_rows(hb + r0 * d.D, dwords(o.panels), rows, d, b);
+    if (loss) kc::cross_entropy_logits_fwd(loss + r0, lse + r0, b, y + r0, rows, d.V, ignore_index, z, 1.0f);
+    if (!dloss) continue;
+    kc::cross_entropy_logits_bwd(b, dloss + r0, b, y + r0, lse + r0, rows, d.V, ignore_index, z, 1.0f);
+    bf16_grad_gemms(b, gb.data<uint16_t>(), o.wb.data<uint16_t>(), hb + r0 * d.D, rows, d,
+                    dh ? dh + r0 * d.D : nullptr, dw, r0 > 0);
+  }
+  if (dh) round_rows_bf16(dh, d.T * d.D);
+  if (dw) round_rows_bf16(dw, d.V * d.D);
+}
+
+// Per-row losses -> the reduction (the ops of reduce.h, as linear_cross_entropy).
+Tensor reduce_ce_rows(const Tensor& rows, const Tensor& y, int64_t ignore_index, Reduction r) {
+  if (r == Reduction::none) return rows;
+  Tensor s = sum(rows);
+  if (r == Reduction::sum) return s;
+  const int64_t* p = y.data<int64_t>();
+  int64_t n = 0;
+  for (int64_t t = 0; t < y.numel(); ++t) n += p[t] != ignore_index;
+  return div(s, Tensor::full({}, static_cast<double>(n)));  // 0/0 = NaN when all are ignored
+}
+
+std::atomic<int64_t> g_ce_bf16_recomputes{0};
+
 }  // namespace
 
 int64_t lm_head_bf16_tile_rows(int64_t T, int64_t V) {
-  const int64_t by_budget = kTileBytes / (std::max<int64_t>(V, 1) * int64_t{sizeof(float)});
-  return std::max<int64_t>(1, std::min(by_budget, T));
+  int64_t by_budget = kTileBytes / (std::max<int64_t>(V, 1) * int64_t{sizeof(float)});
+  if (by_budget >= T) return std::max<int64_t>(T, 1);
+  // Several tiles: a whole number of the bf16 GEMM's K chunks when the budget allows, else even.
+  by_budget -= by_budget >= kTileRowQuantum ? by_budget % kTileRowQuantum : by_budget % 2;
+  return std::max<int64_t>(2, by_budget);
 }
 
 Tensor logits_bf16(const Tensor& hidden, const Tensor& weight) {
@@ -212,6 +289,60 @@ Tensor logprobs_panels_bf16(const Tensor& hidden, const Tensor& panels, int64_t 
   logprobs_tiles(hb.data<uint16_t>(), dwords(panels), y.data<int64_t>(), d, static_cast<float>(1.0 / temperature),
                  out.data<float>(), nullptr);
   return out;
+}
+
+int64_t linear_cross_entropy_bf16_recomputes() { return g_ce_bf16_recomputes.load(std::memory_order_relaxed); }
+
+Tensor linear_cross_entropy_bf16(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
+                                 int64_t ignore_index, double z_loss, Reduction reduction, double expected_grad) {
+  const char* op = "linear_cross_entropy_bf16";
+  const Dims d = check_weight(op, hidden, weight);
+  TITAN_CHECK(std::isfinite(z_loss) && z_loss >= 0, "{}: z_loss must be finite and >= 0, got {}", op, z_loss);
+  TITAN_CHECK(expected_grad == 0 || (std::isfinite(static_cast<float>(expected_grad)) &&
+                                     static_cast<float>(expected_grad) > 0),
+              "{}: expected_grad must be 0 or a finite float > 0, got {}", op, expected_grad);
+  const Tensor y = check_ce_targets(op, targets, d.T, d.V, ignore_index);
+  const float z = static_cast<float>(z_loss);
+  const Operands o = bf16_operands(hidden, weight);
+  Tensor rows = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
+  const bool grad = needs_grad({&hidden, &weight});
+  const bool gh = hidden.requires_grad(), gw = weight.requires_grad();
+  // The gradients for the expected upstream value, computed with the forward (or none).
+  struct Eager {
+    float grad;
+    Tensor dh, dw;
+  };
+  std::shared_ptr<Eager> eager;
+  if (grad && expected_grad > 0 && reduction != Reduction::mean) {
+    eager = std::make_shared<Eager>(Eager{static_cast<float>(expected_grad), gh ? Tensor::empty({d.T, d.D}) : Tensor(),
+                                          gw ? Tensor::empty({d.V, d.D}) : Tensor()});
+    const std::vector<float> dloss(static_cast<size_t>(d.T), eager->grad);
+    ce_bf16_tiles(o, d, y.data<int64_t>(), ignore_index, z, rows.data<float>(), lse.data<float>(), dloss.data(),
+                  gh ? eager->dh.data<float>() : nullptr, gw ? eager->dw.data<float>() : nullptr);
+  } else {
+    ce_bf16_tiles(o, d, y.data<int64_t>(), ignore_index, z, rows.data<float>(), lse.data<float>(), nullptr, nullptr,
+                  nullptr);
+  }
+  if (grad)
+    record_fn("LinearCrossEntropyBf16", {hidden, weight}, {rows},
+              [o, y, lse, d, ignore_index, z, gh, gw, eager](const std::vector<Tensor>& g) mutable {
+                const Tensor gc = contig_f32(g[0]);
+                if (eager) {  // used once: a second backward finds the graph freed
+                  const float* p = gc.data<float>();
+                  const bool match = std::all_of(
+                      p, p + d.T, [&](float v) { return std::memcmp(&v, &eager->grad, sizeof(float)) == 0; });
+                  std::vector<Tensor> out{eager->dh, eager->dw};
+                  eager.reset();
+                  if (match) return out;
+                }
+                g_ce_bf16_recomputes.fetch_add(1, std::memory_order_relaxed);
+                Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
+                Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
+                ce_bf16_tiles(o, d, y.data<int64_t>(), ignore_index, z, nullptr, lse.data<float>(),
+                              gc.data<float>(), gh ? dh.data<float>() : nullptr, gw ? dw.data<float>() : nullptr);
+                return std::vector<Tensor>{dh, dw};
+              });
+  return reduce_ce_rows(rows, y, ignore_index, reduction);
 }
 
 }  // namespace titan

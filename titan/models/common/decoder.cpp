@@ -385,6 +385,8 @@ Tensor Decoder::logits(const Tensor& hidden) const {
 Tensor Decoder::loss_sum(const Tensor& hidden, const Tensor& targets, double expected_grad) const {
   if (cfg_.final_logit_softcapping > 0)
     return cross_entropy(logits(hidden), targets, -100, 0.0, Reduction::sum);
+  if (bf16_)  // the bf16 head: the logits of logits_bf16, bf16 gradients (lm_head_bf16.h)
+    return linear_cross_entropy_bf16(hidden, lm_head_weight(), targets, -100, 0.0, Reduction::sum, expected_grad);
   return linear_cross_entropy(hidden, lm_head_weight(), targets, -100, 0.0, Reduction::sum, expected_grad);
 }
 

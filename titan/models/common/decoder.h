@@ -52,8 +52,8 @@ class Decoder : public nn::Module {
   // Bytes of the LM head in its current layout (what one logits row streams).
   int64_t lm_head_bytes() const;
   // The summed next-token cross-entropy of hidden (T, D) against targets (T) (-100 =
-  // ignored), scalar: linear_cross_entropy (fused, expected_grad as there), or with the
-  // final soft-cap cross_entropy(logits(hidden)) on materialised (T, V) logits.
+  // ignored), scalar: linear_cross_entropy (fused, expected_grad as there; compute_bf16():
+  // linear_cross_entropy_bf16), with the final soft-cap cross_entropy(logits(hidden)).
   Tensor loss_sum(const Tensor& hidden, const Tensor& targets, double expected_grad = 0.0) const;
   // titan::logprobs(hidden, lm_head_weight(), targets, temperature), or logprobs_panels
   // on the repacked head: the same bits either way; with lm_head_bf16(), logprobs_bf16 /
@@ -106,7 +106,7 @@ class Decoder : public nn::Module {
   // bf16 compute (model.compute_dtype = bf16; titan/ops/bf16_compute.h): forward (and
   // an activation-checkpoint recompute) runs inside a Bf16ComputeScope; logits and
   // logprobs run the bf16 LM head (bf16 inputs, fp32 accumulation, fp32 logits and
-  // logprobs); loss_sum keeps the fused fp32 head. Covered: layers with gqa attention and a dense
+  // logprobs), loss_sum its fused loss. Covered: layers with gqa attention and a dense
   // feed-forward; throws titan::Error (one line naming the first other layer) otherwise.
   void set_compute_bf16(bool on);
   bool compute_bf16() const { return bf16_; }
