@@ -1,8 +1,9 @@
 // long_context: key-value retrieval from a long prompt. The prompt lists num_pairs
 // "key: value" lines (made-up keys of consonant-vowel syllables or single letters
-// (key_style), distinct within a sample; values of value_digits digits) and asks for the value of one of them; the
-// other pairs are the distractors, and their number (uniform in [min_pairs,
-// max_pairs]) sets the haystack's length. One turn per question (questions, default 1).
+// (key_style), distinct within a sample; values of value_digits digits) and asks for
+// the value of one of them; the other pairs are the distractors, and their number
+// (uniform in [min_pairs, max_pairs]) sets the haystack's length. One turn per
+// question (questions, default 1).
 //
 //   system: Find the value of the key in the list. Reply with <answer>VALUE</answer>.
 //   user:   tovi: 381\nkeprau: 907\n... (num_pairs lines)\n\nWhat is the value of keprau?
@@ -11,8 +12,9 @@
 //   assistant: <answer>381</answer>              further question, distinct keys)
 //
 // The reference reply (reference_reply, used by the SFT demonstrations): "answer" is
-// `<answer>907</answer>`; "quote" first quotes the needle's line, `keprau: 907\n<answer>907</answer>`,
-// so the value follows a copy of the key as it does in the list (an induction pattern).
+// `<answer>907</answer>`; "quote" first quotes the needle's line,
+// `keprau: 907\n<answer>907</answer>`, so the value follows a copy of the key as it
+// does in the list (an induction pattern). The reward reads the last <answer> only.
 //
 // Length: a line is ~11 bytes (byte_chat: ~11 tokens), so 360 pairs is a ~4k-token
 // prompt and 1450 pairs ~16k (long_context_test builds both); the recipes use 8-24
