@@ -5,7 +5,9 @@
 // logprob_diff_max == 0.0 at every step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -17,7 +19,9 @@
 #include "titan/rl/controller.h"
 #include "titan/rl/long_context.h"
 #include "titan/rl/rollouter.h"
+#include "titan/rl/sft_data.h"
 #include "titan/rl/tasks.h"
+#include "titan/train/document_sources.h"
 
 namespace titan::rl {
 namespace {
@@ -123,6 +127,134 @@ TEST(LongContext, ExactMatchAndBadInput) {
   EXPECT_THROW(make_task("long_context", json{{"min_pairs", 10}, {"max_pairs", 5}}), Error);
   EXPECT_THROW(make_task("long_context", json{{"value_digits", 12}}), Error);
   EXPECT_THROW(make_task("long_context", json{{"pairs", 12}}), Error);
+}
+
+TEST(LongContext, SeveralQuestionsAreTurnsAboutDistinctKeysAndTheRewardIsTheShareRight) {
+  const json base{{"num_samples", 30}, {"num_validation", 2}, {"min_pairs", 4}, {"max_pairs", 12}};
+  json multi = base;
+  multi["questions"] = 4;
+  const TaskSpec one = make_task("long_context", base), four = make_task("long_context", multi);
+  EXPECT_EQ(one.max_turns, 1);
+  EXPECT_EQ(four.max_turns, 4);
+  for (int64_t i = 0; i < four.train->size(); ++i) {
+    const TaskSample s = four.train->get(i), s1 = one.train->get(i);
+    // The first question is the one-question sample's.
+    EXPECT_EQ(s.prompt["pairs"], s1.prompt["pairs"]);
+    EXPECT_EQ(s.prompt["query"], s1.prompt["query"]);
+    EXPECT_EQ(s.reference["answer"], s1.reference["answer"]);
+    EXPECT_FALSE(s1.prompt.contains("queries"));
+    const std::vector<std::string> keys = long_context_queries(s);
+    ASSERT_EQ(keys.size(), 4u);
+    EXPECT_EQ(keys[0], s.prompt["query"].get<std::string>());
+    EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 4u) << s.id;
+    std::map<std::string, std::string> table;
+    for (const json& p : s.prompt["pairs"]) table[p[0].get<std::string>()] = p[1].get<std::string>();
+    for (size_t q = 0; q < 4; ++q) EXPECT_EQ(s.reference["answers"][q].get<std::string>(), table.at(keys[q]));
+    // The demonstration: the list with the first question, then one user turn per question.
+    const std::vector<ChatMessage> conv = four.demonstration(s);
+    ASSERT_EQ(conv.size(), 2u + 2 * 4 - 1);
+    EXPECT_EQ(conv[1].content, long_context_prompt(s));
+    for (size_t q = 0; q < 4; ++q) {
+      EXPECT_EQ(conv[2 + 2 * q].role, "assistant");
+      EXPECT_EQ(conv[2 + 2 * q].content, "<answer>" + table.at(keys[q]) + "</answer>");
+      if (q > 0) {
+        EXPECT_EQ(conv[1 + 2 * q].content, "What is the value of " + keys[q] + "?");
+      }
+    }
+  }
+  // exact_match = the share of questions whose last <answer> is right.
+  const TaskSample s = four.train->get(3);
+  const std::vector<std::string> want = long_context_reference_replies(s, "answer");
+  auto score = [&](std::vector<std::string> replies) {
+    std::unique_ptr<MessageEnv> env = four.make_env();
+    Rollout r = run_episode(*env, s, scripted_generator(std::move(replies)), {.max_turns = 4});
+    four.rubric.score(r);
+    return r.total_reward;
+  };
+  EXPECT_EQ(score(want), 1.0);
+  EXPECT_EQ(score({want[0], "<answer>x</answer>", want[2], "no tag"}), 0.5);
+  EXPECT_EQ(score({"<answer>x</answer>" + want[0], "", "", want[3]}), 0.5);  // the last block counts
+  json bad = multi;
+  bad["questions"] = 5;  // more than min_pairs
+  EXPECT_THROW(make_task("long_context", bad), Error);
+  bad["questions"] = 0;
+  EXPECT_THROW(make_task("long_context", bad), Error);
+}
+
+TEST(LongContext, QuoteRepliesCopyTheNeedleLineBeforeTheAnswer) {
+  json cfg{{"num_samples", 8}, {"num_validation", 2}, {"min_pairs", 3}, {"max_pairs", 6}, {"questions", 2},
+           {"reference_reply", "quote"}};
+  const TaskSpec t = make_task("long_context", cfg);
+  for (int64_t i = 0; i < t.train->size(); ++i) {
+    const TaskSample s = t.train->get(i);
+    const std::vector<std::string> keys = long_context_queries(s);
+    const std::vector<ChatMessage> conv = t.demonstration(s);
+    for (size_t q = 0; q < keys.size(); ++q) {
+      const std::string v = s.reference["answers"][q];
+      const std::string reply = conv[2 + 2 * q].content;
+      EXPECT_EQ(reply, keys[q] + ": " + v + "\n<answer>" + v + "</answer>");
+      EXPECT_NE(long_context_prompt(s).find(keys[q] + ": " + v + "\n"), std::string::npos);  // a line of the list
+    }
+    Rollout r = t.demonstration_rollout(s);
+    t.rubric.score(r);
+    EXPECT_EQ(r.total_reward, 1.0);
+  }
+  cfg["reference_reply"] = "cite";
+  EXPECT_THROW(make_task("long_context", cfg), Error);
+}
+
+// One document per demonstration (sft_documents = "conversation"): the chat
+// template's render of the conversation, every reply and its <|im_end|> in the loss.
+TEST(LongContext, ConversationSftDocumentsPutEveryReplyInTheLoss) {
+  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer("byte_chat");
+  const json cfg{{"num_samples", 6}, {"num_validation", 2}, {"min_pairs", 4}, {"max_pairs", 8}, {"questions", 3},
+                 {"reference_reply", "quote"}};
+  const TaskSpec t = make_task("long_context", cfg);
+  const data::MaskedDocuments whole = sft_documents(t, *t.train, *tok, {.whole_conversation = true});
+  ASSERT_EQ(whole.size(), 6);
+  EXPECT_EQ(sft_documents(t, *t.train, *tok).size(), 18);  // the default: one per turn
+  const int32_t im_end = tok->token_to_id("<|im_end|>");
+  for (int64_t d = 0; d < 6; ++d) {
+    const TaskSample s = t.train->get(d);
+    const int64_t o = whole.offsets[d], len = whole.doc_len(d);
+    const std::vector<int32_t> ids(whole.tokens.begin() + o, whole.tokens.begin() + o + len);
+    const std::vector<ChatMessage> conv = t.demonstration(s);
+    std::string text = tok->apply_chat_template(conv, {.add_generation_prompt = false, .enable_thinking = false});
+    ASSERT_EQ(text.substr(text.size() - 1), "\n");
+    EXPECT_EQ(tok->decode(ids), text.substr(0, text.size() - 1)) << s.id;  // ends with the last <|im_end|>
+    // The masked tokens are the replies, each with its <|im_end|>, in order, and the
+    // token before each reply is the end of its prompt ("\n" after "assistant" or
+    // after the last reply's empty think block).
+    std::vector<int32_t> in_loss, want;
+    for (int64_t k = 0; k < len; ++k) {
+      if (whole.loss_mask[o + k] == 0) continue;
+      in_loss.push_back(ids[k]);
+      if (k > 0 && whole.loss_mask[o + k - 1] == 0) {
+        EXPECT_EQ(ids[k - 1], static_cast<int32_t>('\n'));
+      }
+    }
+    for (const std::string& reply : long_context_reference_replies(s, "quote")) {
+      tok->encode_append(reply, /*parse_special=*/false, want);
+      want.push_back(im_end);
+    }
+    EXPECT_EQ(in_loss, want) << s.id;
+  }
+  // The dataset kind reads sft_documents from training.task_config, not the task.
+  register_sft_datasets();
+  config::JobConfig job;
+  job.training.task = "long_context";
+  job.training.task_config = json{{"num_samples", 6}, {"num_validation", 2}, {"min_pairs", 4}, {"max_pairs", 8},
+                                  {"questions", 3}, {"reference_reply", "quote"}, {"sft_documents", "conversation"}}
+                                 .dump();
+  const train::DocumentSourceFn src = train::find_document_source("rl_task_sft");
+  ASSERT_TRUE(static_cast<bool>(src));
+  const data::MaskedDocuments via = src(job, *tok, data::Split::train);
+  EXPECT_EQ(via.tokens, whole.tokens);
+  EXPECT_EQ(via.loss_mask, whole.loss_mask);
+  job.training.task_config = json{{"questions", 1}, {"sft_documents", "per_turn"}}.dump();
+  EXPECT_EQ(src(job, *tok, data::Split::validation).size(), 256);
+  job.training.task_config = json{{"sft_documents", "whole"}}.dump();
+  EXPECT_THROW(src(job, *tok, data::Split::validation), Error);
 }
 
 TEST(LongContext, GrpoOnChunkedPrefillPromptsHasExactLogprobParity) {

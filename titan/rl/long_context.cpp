@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "titan/core/error.h"
@@ -64,6 +65,19 @@ std::string answer_of(const TaskSample& s) {
   return s.reference["answer"].get<std::string>();
 }
 
+// The values asked for, in turn order (reference.answers, or [reference.answer]).
+std::vector<std::string> answers_of(const TaskSample& s) {
+  if (!s.prompt.is_object() || !s.prompt.contains("queries")) return {answer_of(s)};
+  TITAN_CHECK(s.reference.is_object() && s.reference.contains("answers") && s.reference["answers"].is_array(),
+              "long_context: sample '{}': reference.answers (an array) is required with prompt.queries", s.id);
+  std::vector<std::string> out;
+  for (const json& a : s.reference["answers"]) {
+    TITAN_CHECK(a.is_string(), "long_context: sample '{}': reference.answers must be strings", s.id);
+    out.push_back(a.get<std::string>());
+  }
+  return out;
+}
+
 class LongContextSource final : public SampleSource {
  public:
   LongContextSource(LongContextConfig cfg, bool validation) : cfg_(std::move(cfg)), validation_(validation) {}
@@ -94,6 +108,10 @@ void LongContextConfig::validate() const {
               "long_context config: key_style must be \"syllables\" or \"letter\", got '{}'", key_style);
   TITAN_CHECK(key_style != "letter" || max_pairs <= 52,
               "long_context config: key_style \"letter\" has 52 distinct keys, max_pairs is {}", max_pairs);
+  TITAN_CHECK(questions >= 1 && questions <= min_pairs,
+              "long_context config: questions must be in [1, min_pairs={}], got {}", min_pairs, questions);
+  TITAN_CHECK(reference_reply == "answer" || reference_reply == "quote",
+              "long_context config: reference_reply must be \"answer\" or \"quote\", got '{}'", reference_reply);
 }
 
 LongContextConfig LongContextConfig::from_json(const json& j) {
@@ -107,6 +125,8 @@ LongContextConfig LongContextConfig::from_json(const json& j) {
   r.read("value_digits", c.value_digits);
   r.read("system_prompt", c.system_prompt);
   r.read("key_style", c.key_style);
+  r.read("questions", c.questions);
+  r.read("reference_reply", c.reference_reply);
   r.finish();
   c.validate();
   return c;
@@ -133,7 +153,48 @@ TaskSample make_long_context_sample(const LongContextConfig& cfg, int64_t index,
   s.prompt = json{{"pairs", pairs}, {"query", pairs[static_cast<size_t>(pos)][0]}};
   s.reference = json{{"answer", pairs[static_cast<size_t>(pos)][1]}, {"position", pos}};
   s.metadata = json{{"index", index}, {"num_pairs", n}};
+  if (cfg.questions > 1) {
+    // Further distinct positions, drawn after the first so that its sample stays the
+    // one-question sample.
+    std::vector<int64_t> positions{pos};
+    while (static_cast<int>(positions.size()) < cfg.questions) {
+      const int64_t p = d.below(n);
+      if (std::find(positions.begin(), positions.end(), p) == positions.end()) positions.push_back(p);
+    }
+    json queries = json::array(), answers = json::array();
+    for (const int64_t p : positions) {
+      queries.push_back(pairs[static_cast<size_t>(p)][0]);
+      answers.push_back(pairs[static_cast<size_t>(p)][1]);
+    }
+    s.prompt["queries"] = std::move(queries);
+    s.reference["answers"] = std::move(answers);
+  }
   return s;
+}
+
+std::vector<std::string> long_context_queries(const TaskSample& sample) {
+  static_cast<void>(pairs_of(sample));  // checks prompt.query
+  if (!sample.prompt.contains("queries")) return {sample.prompt["query"].get<std::string>()};
+  const json& q = sample.prompt["queries"];
+  TITAN_CHECK(q.is_array() && !q.empty(), "long_context: sample '{}': prompt.queries must be a non-empty array",
+              sample.id);
+  std::vector<std::string> out;
+  for (const json& k : q) {
+    TITAN_CHECK(k.is_string(), "long_context: sample '{}': prompt.queries must be strings", sample.id);
+    out.push_back(k.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<std::string> long_context_reference_replies(const TaskSample& sample, const std::string& style) {
+  const std::vector<std::string> keys = long_context_queries(sample), values = answers_of(sample);
+  TITAN_CHECK(keys.size() == values.size(), "long_context: sample '{}': {} queries but {} answers", sample.id,
+              keys.size(), values.size());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < keys.size(); ++i)
+    out.push_back((style == "quote" ? keys[i] + ": " + values[i] + "\n" : std::string()) + "<answer>" + values[i] +
+                  "</answer>");
+  return out;
 }
 
 std::string long_context_prompt(const TaskSample& sample) {
@@ -148,27 +209,38 @@ std::string long_context_prompt(const TaskSample& sample) {
 }
 
 std::vector<ChatMessage> LongContextEnv::init(const TaskSample& sample) {
+  queries_ = long_context_queries(sample);
+  asked_ = 1;
   return {ChatMessage{"system", system_prompt_.empty() ? std::string(kDefaultSystem) : system_prompt_, std::nullopt},
           ChatMessage{"user", long_context_prompt(sample), std::nullopt}};
 }
 
+StepResult LongContextEnv::step(const std::string& /*reply*/) {
+  if (asked_ >= queries_.size()) return StepResult{{}, true, false};
+  const std::string& key = queries_[asked_++];
+  return StepResult{{ChatMessage{"user", "What is the value of " + key + "?", std::nullopt}}, false, false};
+}
+
 double long_context_exact_match(const Rollout& r) {
-  const std::string want = answer_of(r.sample);
-  if (r.completions.empty()) return 0.0;
-  const std::vector<std::string> blocks = find_tag_blocks(r.completions.back(), "answer");
-  return !blocks.empty() && strip(blocks.back()) == want ? 1.0 : 0.0;
+  const std::vector<std::string> want = answers_of(r.sample);
+  double right = 0.0;
+  for (size_t i = 0; i < want.size() && i < r.completions.size(); ++i) {
+    const std::vector<std::string> blocks = find_tag_blocks(r.completions[i], "answer");
+    if (!blocks.empty() && strip(blocks.back()) == want[i]) right += 1.0;
+  }
+  return right / static_cast<double>(want.size());
 }
 
 TaskSpec make_long_context_task(const json& config) {
   const LongContextConfig cfg = LongContextConfig::from_json(config);
-  const std::string system = cfg.system_prompt;
+  const std::string system = cfg.system_prompt, style = cfg.reference_reply;
   return TaskSpec{"long_context",
                   std::make_shared<LongContextSource>(cfg, false),
                   std::make_shared<LongContextSource>(cfg, true),
                   [system] { return std::make_unique<LongContextEnv>(system); },
                   Rubric({RewardFn{"exact_match", 1.0, long_context_exact_match}}, RubricOptions{0.0, 0.0}),
-                  1,
-                  [](const TaskSample& s) { return std::vector<std::string>{"<answer>" + answer_of(s) + "</answer>"}; }};
+                  cfg.questions,
+                  [style](const TaskSample& s) { return long_context_reference_replies(s, style); }};
 }
 
 }  // namespace titan::rl
