@@ -14,6 +14,7 @@
 
 #include "tests/rl/rl_test_util.h"
 #include "tests/util/test_files.h"
+#include "titan/config/recipes.h"
 #include "titan/core/error.h"
 #include "titan/data/tokenizer.h"
 #include "titan/rl/controller.h"
@@ -255,6 +256,23 @@ TEST(LongContext, ConversationSftDocumentsPutEveryReplyInTheLoss) {
   EXPECT_EQ(src(job, *tok, data::Split::validation).size(), 256);
   job.training.task_config = json{{"sft_documents", "whole"}}.dump();
   EXPECT_THROW(src(job, *tok, data::Split::validation), Error);
+}
+
+// The GRPO recipe's reply budget holds the SFT teacher's whole reply (+ <|im_end|>) on
+// every sample of its task: a reply cut at max_tokens scores 0, so a budget below it
+// would make every rollout fail whatever the policy.
+TEST(LongContext, GrpoRecipeMaxTokensHoldsTheTeachersReply) {
+  const config::JobConfig grpo = config::make_recipe("long_context_grpo");
+  const config::JobConfig sft = config::make_recipe("long_context_sft");
+  EXPECT_EQ(grpo.rl.env_config, sft.training.task_config);
+  const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(grpo.model.tokenizer_path);
+  const TaskSpec t = make_task("long_context", json::parse(grpo.rl.env_config));
+  size_t longest = 0;
+  for (int64_t i = 0; i < 64; ++i) {
+    const std::vector<ChatMessage> conv = t.demonstration(t.validation->get(i));
+    longest = std::max(longest, tok->encode(conv.back().content).size() + 1);
+  }
+  EXPECT_GE(grpo.generator.max_tokens, static_cast<int64_t>(longest));
 }
 
 TEST(LongContext, GrpoOnChunkedPrefillPromptsHasExactLogprobParity) {

@@ -26,12 +26,13 @@ JobConfig long_context_sft() {
 }
 
 // GRPO on long_context from the long_context_sft export: group 8, 64 rollouts per
-// step, temperature 1.0, one turn of at most 16 tokens. Reward: exact match.
+// step, temperature 1.0, one turn of at most 32 tokens (the reply
+// `<answer>907</answer><|im_end|>` is 21 byte_chat tokens). Reward: exact match.
 JobConfig long_context_grpo() {
   JobConfig c = workload_grpo("long_context", kLongContextTaskConfig);
   c.job.description = "GRPO on long_context from the long_context_sft checkpoint (group 8, temperature 1.0)";
   c.training.steps = 20;
-  c.generator.max_tokens = 16;
+  c.generator.max_tokens = 32;
   c.generator.kv_cache_bytes = int64_t{64} << 20;
   c.rl.rollouts_per_step = 64;
   c.rl.val_freq = 10;
