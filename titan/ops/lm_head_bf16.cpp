@@ -15,6 +15,7 @@
 #include "titan/kernels/cpu/softmax.h"
 #include "titan/ops/bf16_compute.h"
 #include "titan/ops/elementwise.h"
+#include "titan/ops/loss_util.h"
 #include "titan/ops/op_util.h"
 #include "titan/ops/reduce.h"
 
@@ -72,19 +73,6 @@ void check_temperature(const char* op, double temperature) {
               "{}: temperature must be finite and > 0, got {}", op, temperature);
 }
 
-// targets (T) i32/i64 in [0, V) -> contiguous i64.
-Tensor check_targets(const char* op, const Tensor& targets, int64_t T, int64_t V) {
-  check_index(op, "targets", targets);
-  TITAN_CHECK(targets.shape() == Shape{T}, "{}: 'targets' has shape {}, expected [{}]", op,
-              shape_str(targets.shape()), T);
-  Tensor y = targets.dtype() == DType::i64 ? contig(targets) : targets.to(DType::i64);
-  const int64_t* p = y.data<int64_t>();
-  for (int64_t t = 0; t < T; ++t)
-    TITAN_CHECK(p[t] >= 0 && p[t] < V, "{}: targets[{}] = {} is out of range for V = {}", op, t,
-                p[t], V);
-  return y;
-}
-
 const uint32_t* dwords(const Tensor& panels) {
   return reinterpret_cast<const uint32_t*>(panels.data<uint16_t>());
 }
@@ -137,19 +125,6 @@ Operands bf16_operands(const Tensor& hidden, const Tensor& weight) {
   return o;
 }
 
-// targets (T) i32/i64, each in [0, V) or == ignore_index -> contiguous i64.
-Tensor check_ce_targets(const char* op, const Tensor& targets, int64_t T, int64_t V, int64_t ignore_index) {
-  check_index(op, "targets", targets);
-  TITAN_CHECK(targets.shape() == Shape{T}, "{}: 'targets' has shape {}, expected [{}]", op,
-              shape_str(targets.shape()), T);
-  Tensor y = targets.dtype() == DType::i64 ? contig(targets) : targets.to(DType::i64);
-  const int64_t* p = y.data<int64_t>();
-  for (int64_t t = 0; t < T; ++t)
-    TITAN_CHECK(p[t] == ignore_index || (p[t] >= 0 && p[t] < V),
-                "{}: targets[{}] = {} is out of range for V = {} (and is not ignore_index {})", op, t, p[t], V,
-                ignore_index);
-  return y;
-}
 
 void round_rows_bf16(float* x, int64_t n) {
   parallel_for_grain(n, kGrain, [&](int64_t b, int64_t e) { kc::round_to_bf16(x + b, e - b); });
@@ -192,16 +167,6 @@ void ce_bf16_tiles(const Operands& o, const Dims& d, const int64_t* y, int64_t i
   if (dw) round_rows_bf16(dw, d.V * d.D);
 }
 
-// Per-row losses -> the reduction (the ops of reduce.h, as linear_cross_entropy).
-Tensor reduce_ce_rows(const Tensor& rows, const Tensor& y, int64_t ignore_index, Reduction r) {
-  if (r == Reduction::none) return rows;
-  Tensor s = sum(rows);
-  if (r == Reduction::sum) return s;
-  const int64_t* p = y.data<int64_t>();
-  int64_t n = 0;
-  for (int64_t t = 0; t < y.numel(); ++t) n += p[t] != ignore_index;
-  return div(s, Tensor::full({}, static_cast<double>(n)));  // 0/0 = NaN when all are ignored
-}
 
 std::atomic<int64_t> g_ce_bf16_recomputes{0};
 
@@ -246,7 +211,7 @@ Tensor logits_panels_bf16(const Tensor& hidden, const Tensor& panels, int64_t vo
 Tensor logprobs_bf16(const Tensor& hidden, const Tensor& weight, const Tensor& targets, double temperature) {
   const Dims d = check_weight("logprobs_bf16", hidden, weight);
   check_temperature("logprobs_bf16", temperature);
-  const Tensor y = check_targets("logprobs_bf16", targets, d.T, d.V);
+  const Tensor y = check_loss_targets("logprobs_bf16", targets, d.T, d.V, -1, false);
   const float inv_t = static_cast<float>(1.0 / temperature);
   const Operands o = bf16_operands(hidden, weight);
   Tensor out = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
@@ -283,7 +248,7 @@ Tensor logprobs_panels_bf16(const Tensor& hidden, const Tensor& panels, int64_t 
                             double temperature) {
   const Dims d = check_bf16_panels("logprobs_panels_bf16", hidden, panels, vocab_size, {&hidden, &panels});
   check_temperature("logprobs_panels_bf16", temperature);
-  const Tensor y = check_targets("logprobs_panels_bf16", targets, d.T, d.V);
+  const Tensor y = check_loss_targets("logprobs_panels_bf16", targets, d.T, d.V, -1, false);
   const Tensor hb = to_bf16_storage(hidden);
   Tensor out = Tensor::empty({d.T});
   logprobs_tiles(hb.data<uint16_t>(), dwords(panels), y.data<int64_t>(), d, static_cast<float>(1.0 / temperature),
@@ -298,24 +263,16 @@ Tensor linear_cross_entropy_bf16(const Tensor& hidden, const Tensor& weight, con
   const char* op = "linear_cross_entropy_bf16";
   const Dims d = check_weight(op, hidden, weight);
   TITAN_CHECK(std::isfinite(z_loss) && z_loss >= 0, "{}: z_loss must be finite and >= 0, got {}", op, z_loss);
-  TITAN_CHECK(expected_grad == 0 || (std::isfinite(static_cast<float>(expected_grad)) &&
-                                     static_cast<float>(expected_grad) > 0),
-              "{}: expected_grad must be 0 or a finite float > 0, got {}", op, expected_grad);
-  const Tensor y = check_ce_targets(op, targets, d.T, d.V, ignore_index);
+  check_expected_grad(op, expected_grad);
+  const Tensor y = check_loss_targets(op, targets, d.T, d.V, ignore_index);
   const float z = static_cast<float>(z_loss);
   const Operands o = bf16_operands(hidden, weight);
   Tensor rows = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
   const bool grad = needs_grad({&hidden, &weight});
   const bool gh = hidden.requires_grad(), gw = weight.requires_grad();
   // The gradients for the expected upstream value, computed with the forward (or none).
-  struct Eager {
-    float grad;
-    Tensor dh, dw;
-  };
-  std::shared_ptr<Eager> eager;
-  if (grad && expected_grad > 0 && reduction != Reduction::mean) {
-    eager = std::make_shared<Eager>(Eager{static_cast<float>(expected_grad), gh ? Tensor::empty({d.T, d.D}) : Tensor(),
-                                          gw ? Tensor::empty({d.V, d.D}) : Tensor()});
+  std::shared_ptr<EagerGrads> eager = make_eager_grads(grad, expected_grad, reduction, gh, gw, d.T, d.D, d.V);
+  if (eager) {
     const std::vector<float> dloss(static_cast<size_t>(d.T), eager->grad);
     ce_bf16_tiles(o, d, y.data<int64_t>(), ignore_index, z, rows.data<float>(), lse.data<float>(), dloss.data(),
                   gh ? eager->dh.data<float>() : nullptr, gw ? eager->dw.data<float>() : nullptr);
@@ -327,14 +284,7 @@ Tensor linear_cross_entropy_bf16(const Tensor& hidden, const Tensor& weight, con
     record_fn("LinearCrossEntropyBf16", {hidden, weight}, {rows},
               [o, y, lse, d, ignore_index, z, gh, gw, eager](const std::vector<Tensor>& g) mutable {
                 const Tensor gc = contig_f32(g[0]);
-                if (eager) {  // used once: a second backward finds the graph freed
-                  const float* p = gc.data<float>();
-                  const bool match = std::all_of(
-                      p, p + d.T, [&](float v) { return std::memcmp(&v, &eager->grad, sizeof(float)) == 0; });
-                  std::vector<Tensor> out{eager->dh, eager->dw};
-                  eager.reset();
-                  if (match) return out;
-                }
+                if (std::vector<Tensor> out = take_eager_grads(eager, gc); !out.empty()) return out;
                 g_ce_bf16_recomputes.fetch_add(1, std::memory_order_relaxed);
                 Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
                 Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
@@ -342,7 +292,7 @@ Tensor linear_cross_entropy_bf16(const Tensor& hidden, const Tensor& weight, con
                               gc.data<float>(), gh ? dh.data<float>() : nullptr, gw ? dw.data<float>() : nullptr);
                 return std::vector<Tensor>{dh, dw};
               });
-  return reduce_ce_rows(rows, y, ignore_index, reduction);
+  return reduce_loss_rows(rows, y, ignore_index, reduction);
 }
 
 }  // namespace titan

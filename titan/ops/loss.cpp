@@ -10,6 +10,7 @@
 #include "titan/kernels/cpu/loss.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/index.h"
+#include "titan/ops/loss_util.h"
 #include "titan/ops/matmul.h"
 #include "titan/ops/op_util.h"
 #include "titan/ops/reduce.h"
@@ -26,22 +27,6 @@ namespace {
 
 // An ignore_index no valid target can equal (targets are validated to lie in [0, V)).
 constexpr int64_t kNoIgnore = -1;
-
-// Validates targets (T) and returns them as a contiguous i64 tensor; every target must be
-// in [0, V) or (when allow_ignore) equal ignore_index. Checked here so the message names the op.
-Tensor check_targets(const char* op, const Tensor& targets, int64_t T, int64_t V,
-                     int64_t ignore_index, bool allow_ignore = true) {
-  check_index(op, "targets", targets);
-  TITAN_CHECK(targets.shape() == Shape{T}, "{}: 'targets' has shape {}, expected [{}]", op,
-              shape_str(targets.shape()), T);
-  Tensor y = targets.dtype() == DType::i64 ? contig(targets) : targets.to(DType::i64);
-  const int64_t* p = y.data<int64_t>();
-  for (int64_t t = 0; t < T; ++t)
-    TITAN_CHECK((allow_ignore && p[t] == ignore_index) || (p[t] >= 0 && p[t] < V),
-                "{}: targets[{}] = {} is out of range for V = {}{}", op, t, p[t], V,
-                allow_ignore ? fmt::format(" (and is not ignore_index {})", ignore_index) : "");
-  return y;
-}
 
 void check_scalars(const char* op, double z_loss, double temperature) {
   TITAN_CHECK(std::isfinite(z_loss) && z_loss >= 0, "{}: z_loss must be finite and >= 0, got {}",
@@ -66,8 +51,25 @@ Dims check_hidden_weight(const char* op, const Tensor& hidden, const Tensor& wei
   return {hidden.size(0), hidden.size(1), weight.size(0)};
 }
 
-// Per-row losses -> the requested reduction (recorded with the ops of reduce.h).
-Tensor reduce_rows(const Tensor& rows, const Tensor& y, int64_t ignore_index, Reduction r) {
+}  // namespace
+
+namespace ops_detail {
+
+Tensor check_loss_targets(const char* op, const Tensor& targets, int64_t T, int64_t V, int64_t ignore_index,
+                          bool allow_ignore) {
+  check_index(op, "targets", targets);
+  TITAN_CHECK(targets.shape() == Shape{T}, "{}: 'targets' has shape {}, expected [{}]", op,
+              shape_str(targets.shape()), T);
+  Tensor y = targets.dtype() == DType::i64 ? contig(targets) : targets.to(DType::i64);
+  const int64_t* p = y.data<int64_t>();
+  for (int64_t t = 0; t < T; ++t)
+    TITAN_CHECK((allow_ignore && p[t] == ignore_index) || (p[t] >= 0 && p[t] < V),
+                "{}: targets[{}] = {} is out of range for V = {}{}", op, t, p[t], V,
+                allow_ignore ? fmt::format(" (and is not ignore_index {})", ignore_index) : "");
+  return y;
+}
+
+Tensor reduce_loss_rows(const Tensor& rows, const Tensor& y, int64_t ignore_index, Reduction r) {
   if (r == Reduction::none) return rows;
   Tensor s = sum(rows);
   if (r == Reduction::sum) return s;
@@ -77,7 +79,32 @@ Tensor reduce_rows(const Tensor& rows, const Tensor& y, int64_t ignore_index, Re
   return div(s, Tensor::full({}, static_cast<double>(n)));  // 0/0 = NaN when all are ignored
 }
 
-}  // namespace
+void check_expected_grad(const char* op, double expected_grad) {
+  TITAN_CHECK(expected_grad == 0 ||
+                  (std::isfinite(static_cast<float>(expected_grad)) && static_cast<float>(expected_grad) > 0),
+              "{}: expected_grad must be 0 or a finite float > 0, got {}", op, expected_grad);
+}
+
+std::shared_ptr<EagerGrads> make_eager_grads(bool grad, double expected_grad, Reduction r, bool gh, bool gw,
+                                             int64_t T, int64_t D, int64_t V) {
+  if (!grad || expected_grad <= 0 || r == Reduction::mean) return nullptr;
+  return std::make_shared<EagerGrads>(EagerGrads{static_cast<float>(expected_grad),
+                                                 gh ? Tensor::empty({T, D}) : Tensor(),
+                                                 gw ? Tensor::empty({V, D}) : Tensor()});
+}
+
+std::vector<Tensor> take_eager_grads(std::shared_ptr<EagerGrads>& eager, const Tensor& upstream) {
+  if (!eager) return {};
+  const float* p = upstream.data<float>();
+  const float want = eager->grad;
+  const bool match = std::all_of(p, p + upstream.numel(),
+                                 [&](float v) { return std::memcmp(&v, &want, sizeof(float)) == 0; });
+  std::vector<Tensor> out{eager->dh, eager->dw};
+  eager.reset();  // used once: a second backward finds the graph freed
+  return match ? out : std::vector<Tensor>{};
+}
+
+}  // namespace ops_detail
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      double z_loss, Reduction reduction) {
@@ -87,7 +114,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   const int64_t T = logits.size(0), V = logits.size(1);
   TITAN_CHECK(V >= 1, "cross_entropy: logits has an empty vocabulary dim (shape {})",
               shape_str(logits.shape()));
-  Tensor y = check_targets("cross_entropy", targets, T, V, ignore_index);
+  Tensor y = check_loss_targets("cross_entropy", targets, T, V, ignore_index);
   Tensor lc = contig(logits);
   Tensor rows = Tensor::empty({T}), lse = Tensor::empty({T});
   const float z = static_cast<float>(z_loss);
@@ -103,7 +130,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                                              ignore_index, z, 1.0f);
                 return std::vector<Tensor>{dl};
               });
-  return reduce_rows(rows, y, ignore_index, reduction);
+  return reduce_loss_rows(rows, y, ignore_index, reduction);
 }
 
 namespace {
@@ -119,26 +146,16 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
                             double expected_grad) {
   const Dims d = check_hidden_weight("linear_cross_entropy", hidden, weight);
   check_scalars("linear_cross_entropy", z_loss, 1.0);
-  TITAN_CHECK(expected_grad == 0 || (std::isfinite(static_cast<float>(expected_grad)) &&
-                                     static_cast<float>(expected_grad) > 0),
-              "linear_cross_entropy: expected_grad must be 0 or a finite float > 0, got {}",
-              expected_grad);
-  Tensor y = check_targets("linear_cross_entropy", targets, d.T, d.V, ignore_index);
+  check_expected_grad("linear_cross_entropy", expected_grad);
+  Tensor y = check_loss_targets("linear_cross_entropy", targets, d.T, d.V, ignore_index);
   Tensor hc = contig(hidden), wc = contig_f32(weight);
   Tensor rows = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
   const float z = static_cast<float>(z_loss);
   const bool grad = needs_grad({&hidden, &weight});
   const bool gh = hidden.requires_grad(), gw = weight.requires_grad();
   // The gradients for the expected upstream value, computed with the forward (or none).
-  struct Eager {
-    float grad;
-    Tensor dh, dw;
-  };
-  std::shared_ptr<Eager> eager;
-  if (grad && expected_grad > 0 && reduction != Reduction::mean) {
-    eager = std::make_shared<Eager>(Eager{static_cast<float>(expected_grad),
-                                          gh ? Tensor::empty({d.T, d.D}) : Tensor(),
-                                          gw ? Tensor::empty({d.V, d.D}) : Tensor()});
+  std::shared_ptr<EagerGrads> eager = make_eager_grads(grad, expected_grad, reduction, gh, gw, d.T, d.D, d.V);
+  if (eager) {
     const std::vector<float> dloss(static_cast<size_t>(d.T), eager->grad);
     kc::cross_entropy_fwd_bwd(
         rows.data<float>(), lse.data<float>(), gh ? eager->dh.data<float>() : nullptr,
@@ -153,15 +170,7 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
               [hc = hc.detach(), wc = wc.detach(), y, lse, d, ignore_index, z, gh, gw,
                eager](const std::vector<Tensor>& g) mutable {
                 Tensor gc = contig(g[0]);
-                if (eager) {  // used once: a second backward finds the graph freed
-                  const float* p = gc.data<float>();
-                  const bool match = std::all_of(p, p + d.T, [&](float v) {
-                    return std::memcmp(&v, &eager->grad, sizeof(float)) == 0;
-                  });
-                  std::vector<Tensor> out{eager->dh, eager->dw};
-                  eager.reset();
-                  if (match) return out;
-                }
+                if (std::vector<Tensor> out = take_eager_grads(eager, gc); !out.empty()) return out;
                 g_ce_recomputes.fetch_add(1, std::memory_order_relaxed);
                 Tensor dh = gh ? Tensor::empty({d.T, d.D}) : Tensor();
                 Tensor dw = gw ? Tensor::empty({d.V, d.D}) : Tensor();
@@ -171,14 +180,14 @@ Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Te
                     lse.data<float>(), d.T, d.D, d.V, ignore_index, z, 1.0f, false);
                 return std::vector<Tensor>{dh, dw};
               });
-  return reduce_rows(rows, y, ignore_index, reduction);
+  return reduce_loss_rows(rows, y, ignore_index, reduction);
 }
 
 Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
                 double temperature) {
   const Dims d = check_hidden_weight("logprobs", hidden, weight);
   check_scalars("logprobs", 0.0, temperature);
-  Tensor y = check_targets("logprobs", targets, d.T, d.V, kNoIgnore, false);
+  Tensor y = check_loss_targets("logprobs", targets, d.T, d.V, kNoIgnore, false);
   Tensor hc = contig(hidden), wc = contig_f32(weight);
   const float inv_t = static_cast<float>(1.0 / temperature);
   Tensor out = Tensor::empty({d.T}), lse = Tensor::empty({d.T});
@@ -212,7 +221,7 @@ Tensor logprobs_panels(const Tensor& hidden, const Tensor& panels, int64_t vocab
               shape_str(hidden.shape()), D);
   check_scalars("logprobs_panels", 0.0, temperature);
   const int64_t T = hidden.size(0);
-  Tensor y = check_targets("logprobs_panels", targets, T, vocab_size, kNoIgnore, false);
+  Tensor y = check_loss_targets("logprobs_panels", targets, T, vocab_size, kNoIgnore, false);
   Tensor hc = contig(hidden), out = Tensor::empty({T});
   kc::logprobs_from_hidden_panels(out.data<float>(), nullptr, hc.data<float>(),
                                   panels.data<float>(), y.data<int64_t>(), T, D, vocab_size,
@@ -228,7 +237,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   check_dim("cross_entropy", "logits", logits, 2);
   check_scalars("cross_entropy", z_loss, 1.0);
   const int64_t T = logits.size(0), V = logits.size(1);
-  Tensor y = check_targets("cross_entropy", targets, T, V, ignore_index);
+  Tensor y = check_loss_targets("cross_entropy", targets, T, V, ignore_index);
   // Ignored rows gather column 0 and are masked to 0 afterwards.
   std::vector<int64_t> safe = y.to_vector<int64_t>();
   std::vector<uint8_t> keep(T);
@@ -241,7 +250,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor rows = sub(lse, gather(logits, 1, idx)).reshape({T});
   if (z_loss != 0.0) rows = add(rows, scale(square(lse.reshape({T})), z_loss));
   rows = where(Tensor::from_vector(keep, {T}, DType::u8), rows, Tensor::zeros({}));
-  return reduce_rows(rows, y, ignore_index, reduction);
+  return reduce_loss_rows(rows, y, ignore_index, reduction);
 }
 
 Tensor linear_cross_entropy(const Tensor& hidden, const Tensor& weight, const Tensor& targets,
@@ -254,7 +263,7 @@ Tensor logprobs(const Tensor& hidden, const Tensor& weight, const Tensor& target
                 double temperature) {
   const Dims d = check_hidden_weight("logprobs", hidden, weight);
   check_scalars("logprobs", 0.0, temperature);
-  Tensor y = check_targets("logprobs", targets, d.T, d.V, kNoIgnore, false);
+  Tensor y = check_loss_targets("logprobs", targets, d.T, d.V, kNoIgnore, false);
   Tensor z = scale(linear(hidden, weight), static_cast<float>(1.0 / temperature));
   return gather(titan::log_softmax(z), 1, y.reshape({d.T, 1})).reshape({d.T});
 }
