@@ -2,6 +2,7 @@
 #include "titan/ops/bf16_compute.h"
 
 #include "titan/kernels/cpu/bf16.h"
+#include "titan/ops/bf16_rows.h"
 #include "titan/ops/op_util.h"
 #include "titan/ops/reduce.h"
 
@@ -24,12 +25,17 @@ void add_bias_rows(float* po, int64_t M, int64_t outf, const Tensor& bias) {
   });
 }
 
-void round_in_place(Tensor& t) {
-  float* p = t.data<float>();
-  const int64_t n = t.numel();
-  parallel_for_grain(n, kGrain, [&](int64_t b, int64_t e) { kc::round_to_bf16(p + b, e - b); });
-}
+void round_in_place(Tensor& t) { round_bf16_in_place(t.data<float>(), t.numel()); }
 }  // namespace
+
+namespace ops_detail {
+void round_bf16_in_place(float* x, int64_t n) {
+  parallel_for_grain(n, kGrain, [&](int64_t b, int64_t e) { kc::round_to_bf16(x + b, e - b); });
+}
+void cast_f32_to_bf16_parallel(const float* src, uint16_t* dst, int64_t n) {
+  parallel_for_grain(n, kGrain, [&](int64_t b, int64_t e) { kc::cast_f32_to_bf16(src + b, dst + b, e - b); });
+}
+}  // namespace ops_detail
 
 bool bf16_compute() { return t_bf16; }
 
@@ -43,9 +49,7 @@ Tensor to_bf16_storage(const Tensor& t) {
   Tensor out = Tensor::empty(t.shape(), DType::bf16);
   const float* src = c.data<float>();
   uint16_t* dst = out.data<uint16_t>();
-  parallel_for_grain(c.numel(), kGrain, [&](int64_t b, int64_t e) {
-    kc::cast_f32_to_bf16(src + b, dst + b, e - b);
-  });
+  cast_f32_to_bf16_parallel(src, dst, c.numel());
   return out;
 }
 

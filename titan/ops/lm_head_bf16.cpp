@@ -14,6 +14,7 @@
 #include "titan/kernels/cpu/loss.h"
 #include "titan/kernels/cpu/softmax.h"
 #include "titan/ops/bf16_compute.h"
+#include "titan/ops/bf16_rows.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/loss_util.h"
 #include "titan/ops/op_util.h"
@@ -126,17 +127,13 @@ Operands bf16_operands(const Tensor& hidden, const Tensor& weight) {
 }
 
 
-void round_rows_bf16(float* x, int64_t n) {
-  parallel_for_grain(n, kGrain, [&](int64_t b, int64_t e) { kc::round_to_bf16(x + b, e - b); });
-}
-
 // The bf16 backward of the head for one tile: g (rows, V) fp32 gradient of the logits ->
 // gb = bf16(g) (RNE), then on the bf16 GEMM (fp32 accumulation, unrounded here):
 //   dh (rows, D) = gb · wb          (K = V, vocabulary ascending; null to skip)
 //   dw (V, D)   (+)= gbᵀ · hb rows  (K = the tile's rows, ascending; null to skip)
 void bf16_grad_gemms(const float* g, uint16_t* gb, const uint16_t* wb, const uint16_t* hb, int64_t rows,
                      const Dims& d, float* dh, float* dw, bool accumulate_dw) {
-  parallel_for_grain(rows * d.V, kGrain, [&](int64_t b, int64_t e) { kc::cast_f32_to_bf16(g + b, gb + b, e - b); });
+  cast_f32_to_bf16_parallel(g, gb, rows * d.V);
   if (dh) kc::gemm_bf16(rows, d.D, d.V, gb, d.V, false, wb, d.D, false, dh, d.D, false);
   if (dw) kc::gemm_bf16(d.V, d.D, rows, gb, d.V, true, hb, d.D, false, dw, d.D, accumulate_dw);
 }
@@ -163,10 +160,9 @@ void ce_bf16_tiles(const Operands& o, const Dims& d, const int64_t* y, int64_t i
     bf16_grad_gemms(b, gb.data<uint16_t>(), o.wb.data<uint16_t>(), hb + r0 * d.D, rows, d,
                     dh ? dh + r0 * d.D : nullptr, dw, r0 > 0);
   }
-  if (dh) round_rows_bf16(dh, d.T * d.D);
-  if (dw) round_rows_bf16(dw, d.V * d.D);
+  if (dh) round_bf16_in_place(dh, d.T * d.D);
+  if (dw) round_bf16_in_place(dw, d.V * d.D);
 }
-
 
 std::atomic<int64_t> g_ce_bf16_recomputes{0};
 
