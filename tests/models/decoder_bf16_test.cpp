@@ -17,6 +17,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/util/compare.h"
 #include "titan/autograd/node.h"
 #include "titan/checkpoint/hf_config.h"
 #include "titan/checkpoint/safetensors.h"
@@ -31,13 +32,7 @@ using namespace titan::models;
 
 namespace {
 
-std::vector<double> read_f64(const std::string& path, size_t n) {
-  std::vector<double> v(n);
-  std::ifstream f(path, std::ios::binary);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 8));
-  EXPECT_TRUE(f.good()) << path;
-  return v;
-}
+using test::read_f64;
 
 TransformerConfig tiny(const std::string& fam) {
   TransformerConfig c;
@@ -61,12 +56,7 @@ TransformerConfig tiny(const std::string& fam) {
   return c;
 }
 
-template <typename A, typename B>
-double max_abs_diff(const A& a, const B& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
-  return m;
-}
+using test::max_abs_diff;
 
 struct Run {
   std::vector<float> logits;

@@ -25,6 +25,7 @@
 
 #include <unistd.h>
 
+#include "tests/util/compare.h"
 #include "tests/ops/lm_head_bf16_ref.h"
 #include "tests/util/torch_ref.h"
 #include "tests/util/venv_python.h"
@@ -245,20 +246,9 @@ TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsAndOnTheAvx2Emulation) {
   EXPECT_EQ(child, one);
 }
 
-std::vector<double> read_f64(const std::string& path, size_t n) {
-  std::vector<double> v(n);
-  std::ifstream f(path, std::ios::binary);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * 8));
-  EXPECT_TRUE(f.good()) << path;
-  return v;
-}
+using test::read_f64;
 
-template <typename A, typename B>
-double max_abs_diff(const A& a, const B& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
-  return m;
-}
+using test::max_abs_diff;
 
 TEST(LinearCrossEntropyBf16, MatchesPyTorchAutocast) {
   const Case c{64, 96, 1000, 1e-3};
