@@ -65,17 +65,23 @@ std::string answer_of(const TaskSample& s) {
   return s.reference["answer"].get<std::string>();
 }
 
+// The strings of the array a (the sample's `what`); titan::Error naming it when an
+// element is not a string.
+std::vector<std::string> strings_of(const json& a, const char* what, const TaskSample& s) {
+  std::vector<std::string> out;
+  for (const json& e : a) {
+    TITAN_CHECK(e.is_string(), "long_context: sample '{}': {} must be strings", s.id, what);
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
 // The values asked for, in turn order (reference.answers, or [reference.answer]).
 std::vector<std::string> answers_of(const TaskSample& s) {
   if (!s.prompt.is_object() || !s.prompt.contains("queries")) return {answer_of(s)};
   TITAN_CHECK(s.reference.is_object() && s.reference.contains("answers") && s.reference["answers"].is_array(),
               "long_context: sample '{}': reference.answers (an array) is required with prompt.queries", s.id);
-  std::vector<std::string> out;
-  for (const json& a : s.reference["answers"]) {
-    TITAN_CHECK(a.is_string(), "long_context: sample '{}': reference.answers must be strings", s.id);
-    out.push_back(a.get<std::string>());
-  }
-  return out;
+  return strings_of(s.reference["answers"], "reference.answers", s);
 }
 
 class LongContextSource final : public SampleSource {
@@ -178,12 +184,7 @@ std::vector<std::string> long_context_queries(const TaskSample& sample) {
   const json& q = sample.prompt["queries"];
   TITAN_CHECK(q.is_array() && !q.empty(), "long_context: sample '{}': prompt.queries must be a non-empty array",
               sample.id);
-  std::vector<std::string> out;
-  for (const json& k : q) {
-    TITAN_CHECK(k.is_string(), "long_context: sample '{}': prompt.queries must be strings", sample.id);
-    out.push_back(k.get<std::string>());
-  }
-  return out;
+  return strings_of(q, "prompt.queries", sample);
 }
 
 std::vector<std::string> long_context_reference_replies(const TaskSample& sample, const std::string& style) {
