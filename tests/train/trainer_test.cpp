@@ -258,6 +258,39 @@ TEST(TrainerExport, HuggingFaceExportLoadsToTheSameLogits) {
   fs::remove_all(dump);
 }
 
+TEST(TrainerInitialLoad, StartsFromTheExportsWeightsAndRefusesAnotherShape) {
+  // checkpoint.initial_load_path: a second run starts from the first run's export, so
+  // its model before any step equals the export bit for bit (and not the seed's init),
+  // and its step-0 validation loss is the first run's final one.
+  const std::string a = fresh_dir("initload_a"), b = fresh_dir("initload_b");
+  train::Trainer first(debug_job(a, {"--training.steps=3", "--validation.freq=3", "--checkpoint.export_hf=true"}));
+  const train::TrainResult ra = first.train();
+  const std::map<std::string, std::vector<float>> exported = snapshot(first.model());
+  train::Trainer second(debug_job(b, {"--training.steps=3", "--validation.freq=3", "--training.seed=99",
+                                      "--checkpoint.initial_load_path=" + a + "/hf"}));
+  EXPECT_EQ(snapshot(second.model()), exported);
+  train::Trainer seeded(debug_job(fresh_dir("initload_c"), {"--training.steps=3", "--training.seed=99"}));
+  EXPECT_NE(snapshot(seeded.model()), exported);
+  second.train();
+  const auto rows = read_metrics(b);
+  ASSERT_FALSE(rows.empty());
+  ASSERT_TRUE(rows[0].contains("val_loss")) << rows[0].dump();
+  EXPECT_EQ(rows[0]["step"], 0);
+  EXPECT_EQ(rows[0]["val_loss"].get<double>(), ra.final_val_loss);
+  // Another shape: one line naming the field, the values and the fix.
+  try {
+    train::Trainer other(debug_job(fresh_dir("initload_d"), {"--model.n_layers=3", "--checkpoint.initial_load_path=" + a + "/hf"}));
+    ADD_FAILURE() << "a 3-layer model loaded a 2-layer export";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("checkpoint.initial_load_path"), std::string::npos) << m;
+    EXPECT_NE(m.find("num_hidden_layers"), std::string::npos) << m;
+    EXPECT_NE(m.find("model.hf_config="), std::string::npos) << m;
+  }
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
 TEST(TrainerActivationCheckpoint, FullRecomputeEqualsNone) {
   // Recomputing each layer in backward gives the same bits: losses and weights of
   // 4 steps with training.activation_checkpoint=full equal those without. Neither run

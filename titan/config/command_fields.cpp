@@ -39,6 +39,7 @@ std::string why(const std::string& pattern, std::string_view command) {
     return "optimizer.weight_decay is 0";
   if (pattern == "lr_scheduler.decay_ratio") return "it applies to lr_scheduler.decay_type=wsd only";
   if (pattern == "lr_scheduler.min_lr") return "lr_scheduler.decay_type=constant never decays";
+  if (pattern == "checkpoint.initial_load_path") return "the initial policy of titan rl is rl.init_from";
   if (pattern.rfind("checkpoint.", 0) == 0 && pattern != "checkpoint.export_hf") return "checkpoint.enable is false";
   if (pattern.rfind("validation.", 0) == 0 && command == "train") return "validation.enabled is false";
   if (pattern == "training.task" || pattern == "training.task_config") return "it applies to training.dataset=rl_task_sft only";
@@ -102,7 +103,7 @@ std::vector<std::string> unused_fields(const JobConfig& c, std::string_view comm
          "training.local_batch_size", "training.global_batch_size",
          "training.activation_checkpoint", "training.host_cache_mb",
          "training.task",             "training.task_config",
-         "validation.",               "checkpoint.export_hf",
+         "validation.",               "checkpoint.export_hf",     "checkpoint.initial_load_path",
          "metrics.peak_flops",        "parallelism.enable_sequence_parallel",
          "parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_microbatch_size",
          "parallelism.pipeline_parallel_layers_per_stage"};

@@ -124,7 +124,8 @@ inline constexpr double kPeakFlopsPerCoreAvx512 = 259.5e9;
   X(int64_t, keep_latest_k, 3, "keep only the newest k checkpoints; 0 = keep all")                      \
   X(bool, resume, true, "resume from the newest complete checkpoint in folder if there is one")          \
   X(AsyncMode, async_mode, AsyncMode::disabled, "disabled | async (write in a background thread after a snapshot)") \
-  X(bool, export_hf, false, "also write the final weights as Hugging Face safetensors")
+  X(bool, export_hf, false, "also write the final weights as Hugging Face safetensors")                 \
+  X(std::string, initial_load_path, "", "titan train: a Hugging Face export folder (config.json + model.safetensors) whose weights replace the initial ones before step 0, e.g. a previous run's <dump>/hf (TorchTitan's initial_load_path); its config must match the model's shape; a resumed checkpoint wins; empty = init from training.seed")
 
 #define TITAN_METRICS_FIELDS(X)                                                                \
   X(int64_t, log_freq, 10, "print a console line every this many steps")                       \

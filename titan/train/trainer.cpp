@@ -36,6 +36,7 @@
 #include "titan/optim/grad_clip.h"
 #include "titan/train/checkpoint_pieces.h"
 #include "titan/train/document_sources.h"
+#include "titan/train/initial_load.h"
 #include "titan/train/metrics.h"
 #include "titan/train/trainer_ckpt.h"
 
@@ -163,9 +164,12 @@ void Trainer::build() {
                 "orthogonalises whole matrices; tensor parallelism holds row and column pieces)",
                 shape.tp);
   }
+  // The full model's initial weights: from training.seed, then those of
+  // checkpoint.initial_load_path when set (a resumed checkpoint replaces both later).
   const auto init = [&](models::Decoder& m) {
     m.init_weights(static_cast<uint64_t>(job_.training.seed),
                    job_.model.init == config::ModelInit::gpt2 ? models::InitScheme::gpt2 : models::InitScheme::family);
+    if (!job_.checkpoint.initial_load_path.empty()) load_initial_weights(m, job_.checkpoint.initial_load_path);
   };
   if (shape.tp > 1) {
     // The full model is initialised on every rank from the seed, then sliced.
