@@ -155,7 +155,7 @@ TEST(Config, MissingRecipeListsAvailable) {
                     "alphabet_sort_grpo, alphabet_sort_hybrid_grpo, alphabet_sort_hybrid_sft, alphabet_sort_moe_grpo, "
                     "alphabet_sort_moe_sft, alphabet_sort_sft, compaction_grpo, compaction_sft, debugmodel, "
                     "deepseek_v32_debugmodel, deepseek_v3_debugmodel, deepseek_v3_dense_debugmodel, gemma2_debugmodel, "
-                    "gpt_oss_debugmodel, kimi_linear_debugmodel, llama4_debugmodel, long_context_grpo, long_context_sft, qwen3_5_debugmodel, qwen3_debugmodel, "
+                    "gpt_oss_debugmodel, kimi_linear_debugmodel, llama4_debugmodel, long_context_grpo, long_context_sft, long_context_warmup_sft, qwen3_5_debugmodel, qwen3_debugmodel, "
                     "qwen3_moe_debugmodel, "
                     "qwen3_next_debugmodel, self_play_grpo, self_play_sft, "
                     "shakespeare_char",

@@ -90,6 +90,49 @@ TEST(LongContext, LetterKeysAreDistinctSingleLettersAndTheSyllableSamplesStay) {
   EXPECT_THROW(make_task("long_context", letters), Error);
 }
 
+TEST(LongContext, FillerHaystackHoldsTheNeedleAsItsOnlyValueLine) {
+  const json cfg{{"num_samples", 60}, {"num_validation", 4}, {"min_pairs", 8}, {"max_pairs", 24},
+                 {"haystack", "filler"}};
+  const TaskSpec t = make_task("long_context", cfg);
+  std::set<int64_t> sizes, positions;
+  for (int64_t i = 0; i < t.train->size(); ++i) {
+    const TaskSample s = t.train->get(i);
+    EXPECT_EQ(s.to_json(), t.train->get(i).to_json());
+    const std::string key = s.prompt["query"], answer = s.reference["answer"];
+    const std::string prompt = long_context_prompt(s);
+    const std::string list = prompt.substr(0, prompt.find("\n\nWhat is the value of "));
+    std::vector<std::string> lines;
+    for (size_t a = 0, b; a <= list.size(); a = b + 1) {
+      b = list.find('\n', a);
+      if (b == std::string::npos) b = list.size();
+      lines.push_back(list.substr(a, b - a));
+    }
+    sizes.insert(static_cast<int64_t>(lines.size()));
+    EXPECT_GE(lines.size(), 8u);
+    EXPECT_LE(lines.size(), 24u);
+    const size_t pos = s.reference["position"].get<size_t>();
+    ASSERT_LT(pos, lines.size()) << s.id;
+    EXPECT_EQ(lines[pos], key + ": " + answer) << s.id;  // the needle, at its position
+    positions.insert(static_cast<int64_t>(pos));
+    for (size_t j = 0; j < lines.size(); ++j) {
+      if (j == pos) continue;
+      EXPECT_FALSE(lines[j].empty());
+      for (const char c : lines[j]) EXPECT_TRUE(std::islower(static_cast<unsigned char>(c)) || c == ' ') << lines[j];
+    }
+    EXPECT_EQ(answer.size(), 3u);
+    EXPECT_TRUE(std::all_of(answer.begin(), answer.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }));
+    EXPECT_EQ(t.reference_replies(s), std::vector<std::string>{"<answer>" + answer + "</answer>"});
+  }
+  EXPECT_GE(sizes.size(), 8u);      // the haystack's length varies
+  EXPECT_GE(positions.size(), 10u);  // and so does the needle's line
+  json two = cfg;
+  two["questions"] = 2;  // one needle: one question
+  EXPECT_THROW(make_task("long_context", two), Error);
+  two["questions"] = 1;
+  two["haystack"] = "essays";
+  EXPECT_THROW(make_task("long_context", two), Error);
+}
+
 TEST(LongContext, BuildsFourAndSixteenThousandTokenPrompts) {
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer("byte_chat");
   for (const auto& [pairs, lo, hi] : {std::tuple{360, 3600, 4500}, std::tuple{1450, 15000, 17500}}) {
@@ -258,13 +301,29 @@ TEST(LongContext, ConversationSftDocumentsPutEveryReplyInTheLoss) {
   EXPECT_THROW(src(job, *tok, data::Split::validation), Error);
 }
 
-// The GRPO recipe's reply budget holds the SFT teacher's whole reply (+ <|im_end|>) on
-// every sample of its task: a reply cut at max_tokens scores 0, so a budget below it
-// would make every rollout fail whatever the policy.
+// The recipe chain: warmup SFT (1 line) -> SFT (1-4 lines, from the warmup's export)
+// -> GRPO (8-24 lines, from the SFT's export), the same task otherwise. The GRPO
+// recipe's reply budget holds the SFT teacher's whole reply (+ <|im_end|>) on every
+// sample of its task: a reply cut at max_tokens scores 0, so a budget below it would
+// make every rollout fail whatever the policy.
 TEST(LongContext, GrpoRecipeMaxTokensHoldsTheTeachersReply) {
   const config::JobConfig grpo = config::make_recipe("long_context_grpo");
   const config::JobConfig sft = config::make_recipe("long_context_sft");
-  EXPECT_EQ(grpo.rl.env_config, sft.training.task_config);
+  const config::JobConfig warmup = config::make_recipe("long_context_warmup_sft");
+  EXPECT_EQ(warmup.checkpoint.initial_load_path, "");
+  EXPECT_EQ(sft.checkpoint.initial_load_path, "outputs/long_context_warmup_sft/hf");
+  EXPECT_EQ(grpo.rl.init_from, "outputs/long_context_sft/hf");
+  json g = json::parse(grpo.rl.env_config), s = json::parse(sft.training.task_config),
+       w = json::parse(warmup.training.task_config);
+  EXPECT_EQ(w["max_pairs"], 1);
+  EXPECT_GT(g["min_pairs"].get<int>(), s["max_pairs"].get<int>());  // longer than any SFT haystack
+  for (json* j : {&g, &s, &w}) {
+    EXPECT_EQ((*j)["haystack"], "filler");
+    j->erase("min_pairs");
+    j->erase("max_pairs");
+  }
+  EXPECT_EQ(g, s);
+  EXPECT_EQ(w, s);
   const std::unique_ptr<data::Tokenizer> tok = data::load_tokenizer(grpo.model.tokenizer_path);
   const TaskSpec t = make_task("long_context", json::parse(grpo.rl.env_config));
   size_t longest = 0;

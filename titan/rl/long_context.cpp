@@ -118,6 +118,10 @@ void LongContextConfig::validate() const {
               "long_context config: questions must be in [1, min_pairs={}], got {}", min_pairs, questions);
   TITAN_CHECK(reference_reply == "answer" || reference_reply == "quote",
               "long_context config: reference_reply must be \"answer\" or \"quote\", got '{}'", reference_reply);
+  TITAN_CHECK(haystack == "pairs" || haystack == "filler",
+              "long_context config: haystack must be \"pairs\" or \"filler\", got '{}'", haystack);
+  TITAN_CHECK(haystack != "filler" || questions == 1,
+              "long_context config: haystack \"filler\" has one needle, so questions must be 1, got {}", questions);
 }
 
 LongContextConfig LongContextConfig::from_json(const json& j) {
@@ -133,15 +137,46 @@ LongContextConfig LongContextConfig::from_json(const json& j) {
   r.read("key_style", c.key_style);
   r.read("questions", c.questions);
   r.read("reference_reply", c.reference_reply);
+  r.read("haystack", c.haystack);
   r.finish();
   c.validate();
   return c;
 }
 
+namespace {
+
+// A filler line of 2-3 made-up words ("tovi mipa"): lower-case letters and spaces only.
+std::string make_filler_line(Draws& d) {
+  const int words = 2 + static_cast<int>(d.below(2));
+  std::string s = make_key(d);
+  for (int i = 1; i < words; ++i) s += " " + make_key(d);
+  return s;
+}
+
+// The "filler" haystack's sample: one needle pair among n - 1 filler lines.
+TaskSample make_filler_sample(const LongContextConfig& cfg, Draws& d, int n, int64_t index, bool validation) {
+  int64_t vmax = 1;
+  for (int i = 0; i < cfg.value_digits; ++i) vmax *= 10;
+  std::string key = cfg.key_style == "letter" ? make_letter_key(d) : make_key(d);
+  std::string value = fmt::format("{:0{}d}", d.below(vmax), cfg.value_digits);
+  json filler = json::array();
+  for (int i = 1; i < n; ++i) filler.push_back(make_filler_line(d));
+  const int64_t pos = d.below(n);
+  TaskSample s;
+  s.id = fmt::format("long_context/{}/{}", validation ? "validation" : "train", index);
+  s.prompt = json{{"pairs", json::array({json::array({key, value})})}, {"query", key}, {"filler", std::move(filler)}};
+  s.reference = json{{"answer", value}, {"position", pos}};
+  s.metadata = json{{"index", index}, {"num_pairs", n}};
+  return s;
+}
+
+}  // namespace
+
 TaskSample make_long_context_sample(const LongContextConfig& cfg, int64_t index, bool validation) {
   TITAN_CHECK(index >= 0, "make_long_context_sample: index must be >= 0, got {}", index);
   Draws d(cfg.seed, (validation ? kValidationStream : 0) + static_cast<uint64_t>(index));
   const int n = cfg.min_pairs + static_cast<int>(d.below(cfg.max_pairs - cfg.min_pairs + 1));
+  if (cfg.haystack == "filler") return make_filler_sample(cfg, d, n, index, validation);
   std::set<std::string> used;
   json pairs = json::array();
   int64_t vmax = 1;
@@ -200,11 +235,25 @@ std::vector<std::string> long_context_reference_replies(const TaskSample& sample
 
 std::string long_context_prompt(const TaskSample& sample) {
   const json& pairs = pairs_of(sample);
-  std::string out;
+  std::string needles;
   for (const json& p : pairs) {
     TITAN_CHECK(p.is_array() && p.size() == 2 && p[0].is_string() && p[1].is_string(),
                 "long_context: sample '{}': each of prompt.pairs must be [key, value] strings", sample.id);
-    out += p[0].get_ref<const std::string&>() + ": " + p[1].get_ref<const std::string&>() + "\n";
+    needles += p[0].get_ref<const std::string&>() + ": " + p[1].get_ref<const std::string&>() + "\n";
+  }
+  std::string out = needles;
+  if (sample.prompt.contains("filler")) {
+    const std::vector<std::string> lines = strings_of(sample.prompt["filler"], "prompt.filler", sample);
+    const json& position = sample.reference.is_object() ? sample.reference.value("position", json()) : json();
+    TITAN_CHECK(position.is_number_integer() && position.get<int64_t>() >= 0 &&
+                    position.get<size_t>() <= lines.size(),
+                "long_context: sample '{}': a filler haystack needs reference.position in [0, {}]", sample.id,
+                lines.size());
+    out.clear();
+    for (size_t i = 0; i <= lines.size(); ++i) {
+      if (i == position.get<size_t>()) out += needles;
+      if (i < lines.size()) out += lines[i] + "\n";
+    }
   }
   return out + "\nWhat is the value of " + sample.prompt["query"].get<std::string>() + "?";
 }

@@ -21,12 +21,23 @@
 // pairs, short enough for the 2-core GRPO budget. With the needle's position uniform in
 // the list, the key is found anywhere in the context.
 //
+// Haystack (haystack): "pairs" (above) makes every line a key-value pair, so the
+// question is answered by matching its key against the list's. "filler" makes the
+// needle the only pair: the other lines are filler of 2-3 made-up words (the key
+// syllables, no digits, no ':'), the classic needle-in-a-haystack form, where the value
+// is found by its content alone; min_pairs / max_pairs then count the haystack's lines,
+// the needle's line included, and questions must be 1.
+//
+//   user:   tovi mipa\nsena roku dai\nkeprau: 907\n... (lines)\n\nWhat is the value of keprau?
+//
 // Reward: "exact_match" (weight 1): the share of the questions whose reply's last
 // <answer> block, trimmed, equals the value (one question: 0 or 1); a question without
 // a reply counts 0. Truncated or errored rollouts score 0.
 //
 //   TaskSample.prompt    {"pairs": [[key, value]...], "query": key}
 //                        + "queries": [key...] (questions >= 2; queries[0] == query)
+//                        + "filler": [line...] (haystack "filler"; pairs holds the
+//                          needle alone, shown before filler[position])
 //   TaskSample.reference {"answer": value, "position": index of the query in pairs}
 //                        + "answers": [value...] (questions >= 2)
 //   TaskSample.metadata  {"index": i, "num_pairs": n}
@@ -58,6 +69,7 @@ struct LongContextConfig {
   // with the list, each further one a user turn of its own (max_turns = questions).
   int questions = 1;
   std::string reference_reply = "answer";  // "answer" or "quote" (see above)
+  std::string haystack = "pairs";           // "pairs" or "filler" (see above)
   std::string system_prompt;  // "" = the default
 
   void validate() const;
