@@ -30,6 +30,7 @@
 #include "titan/data/byte_tokenizer.h"
 #include "titan/kernels/cpu/dispatch.h"
 #include "titan/models/family.h"
+#include "titan/rl/sft_data.h"
 #include "titan/ops/loss.h"
 #include "titan/train/metrics.h"
 
@@ -289,6 +290,35 @@ TEST(TrainerInitialLoad, StartsFromTheExportsWeightsAndRefusesAnotherShape) {
   }
   fs::remove_all(a);
   fs::remove_all(b);
+}
+
+// MFU's FLOPs per token (metrics row: mfu x metrics.peak_flops / tokens_per_s) count
+// attention over the keys of each token's own document: seq_len for windows of one
+// text, far fewer for packed short SFT documents.
+TEST(TrainerMfu, AttentionTermCountsEachTokensOwnDocument) {
+  const auto flops_of = [](const std::string& recipe, std::vector<std::string> ov, const std::string& name,
+                           models::TransformerConfig& cfg) {
+    const std::string dump = fresh_dir(name);
+    ov.insert(ov.end(), {"--training.steps=1", "--lr_scheduler.warmup_steps=0", "--validation.enabled=false",
+                         "--metrics.peak_flops=1e9",
+                         "--job.dump_folder=" + dump});
+    train::Trainer t(config::resolve_config(recipe, std::nullopt, ov));
+    t.train();
+    cfg = t.model().config();
+    const nlohmann::json row = read_metrics(dump).at(0);
+    fs::remove_all(dump);
+    return row["mfu"].get<double>() * 1e9 / row["tokens_per_s"].get<double>();
+  };
+  rl::register_sft_datasets();
+  models::TransformerConfig text_cfg, sft_cfg;
+  const double text = flops_of("debugmodel", {"--training.seq_len=64"}, "mfu_text", text_cfg);
+  EXPECT_NEAR(text / text_cfg.train_flops_per_token(64), 1.0, 1e-9);
+  const double sft = flops_of(
+      "alphabet_sort_sft", {R"(--training.task_config={"num_samples": 64, "num_validation": 4, "max_names": 4})"},
+      "mfu_sft", sft_cfg);
+  // 64 demonstrations of 18067 byte tokens (~282 each), in 1024-token rows.
+  EXPECT_LT(sft, sft_cfg.train_flops_per_token(512));
+  EXPECT_GT(sft, sft_cfg.train_flops_per_token(128));
 }
 
 TEST(TrainerActivationCheckpoint, FullRecomputeEqualsNone) {

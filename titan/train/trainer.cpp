@@ -275,7 +275,23 @@ bool Trainer::build_document_loaders() {
   return true;
 }
 
-double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
+namespace {
+
+// Σ over the batch's documents (its cu_seqlens segments) of length².
+double sum_squared_documents(const data::Batch& b) {
+  const Tensor cu = b.input.cu_seqlens.contiguous();
+  const int32_t* c = cu.data<int32_t>();
+  double s = 0;
+  for (int64_t i = 0; i + 1 < cu.numel(); ++i) {
+    const double l = static_cast<double>(c[i + 1] - c[i]);
+    s += l * l;
+  }
+  return s;
+}
+
+}  // namespace
+
+double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens, double& attended) {
   const int64_t dp = mesh_->dp_size(), me = mesh_->dp_rank();
   // Microbatches per rank: the gradient accumulation steps, × the pipeline microbatches.
   const int64_t runs = config::grad_accum_steps(job_, mesh_->world_size());
@@ -287,10 +303,12 @@ double Trainer::train_step(int64_t step, double& grad_norm, int64_t& tokens) {
   std::vector<data::Batch> micro;
   int64_t valid = 0;
   tokens = 0;
+  attended = 0;
   for (int64_t j = 0; j < accum * dp; ++j) {
     data::Batch b = doc_loader_ ? doc_loader_->next() : loader_->next();
     valid += b.num_targets;
     tokens += b.num_tokens();
+    attended += sum_squared_documents(b);
     if (j % dp == me) micro.push_back(std::move(b));
   }
   TITAN_CHECK(valid > 0, "train step {}: every target of the batch is masked", step);
@@ -469,7 +487,13 @@ TrainResult Trainer::train() {
   };
   SignalGuard signals;
   const models::TransformerConfig& mcfg = tp_ ? tp_->full_config() : model_->config();  // the whole model's
-  const double flops_per_token = mcfg.train_flops_per_token(job_.training.seq_len);
+  // MFU's FLOPs per token: TorchTitan's count, its attention term over the keys a token
+  // of the step attends to in its own document (packed short documents attend to far
+  // fewer than seq_len keys; one document per sample gives seq_len).
+  const auto flops_per_token = [&](int64_t tokens, double attended) {
+    const int64_t keys = tokens > 0 ? std::llround(attended / static_cast<double>(tokens)) : job_.training.seq_len;
+    return mcfg.train_flops_per_token(std::max<int64_t>(1, keys));
+  };
   // metrics.peak_flops is the whole job's; auto = one rank's peak × the ranks.
   const double peak_flops = job_.metrics.peak_flops > 0 ? job_.metrics.peak_flops
                                                         : mfu_peak_flops(0.0) * mesh_->world_size();
@@ -507,10 +531,10 @@ TrainResult Trainer::train() {
     if (ep_) ep_->reset_stats();
     if (tp_) tp_->stats() = {};
     if (cp_) cp_->stats() = {};
-    double gnorm = 0;
+    double gnorm = 0, attended = 0;
     int64_t tokens = 0;
     const double lr = sched_->lr(step, job_.optimizer.lr);
-    const double loss = train_step(step, gnorm, tokens);
+    const double loss = train_step(step, gnorm, tokens, attended);
     auto t1 = Clock::now();
     // An asynchronous write of several ranks is published once every rank has finished it.
     const double ckpt_poll_ms = ckpt_->mgr ? ckpt_->mgr->poll() : 0.0;
@@ -529,7 +553,7 @@ TrainResult Trainer::train() {
                           {"lr", lr},
                           {"grad_norm", gnorm},
                           {"tokens_per_s", tps},
-                          {"mfu", flops_per_token * tps / peak_flops},
+                          {"mfu", flops_per_token(tokens, attended) * tps / peak_flops},
                           {"step_ms", step_ms},
                           {"rss_mb", rss},
                           {"mem_base_mb", mem_base_max / kMiB},

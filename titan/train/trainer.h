@@ -77,7 +77,10 @@ class Trainer {
   // training.dataset names a registered document source (document_sources.h): builds
   // doc_loader_ / doc_val_loader_ and returns true; false for the stream datasets.
   bool build_document_loaders();
-  double train_step(int64_t step, double& grad_norm, int64_t& tokens);
+  // `attended` = Σ over the step's documents (cu_seqlens segments, all ranks) of
+  // length²: the key count behind MFU's attention term (tokens attended per token =
+  // attended / tokens, seq_len when every sample is one document).
+  double train_step(int64_t step, double& grad_norm, int64_t& tokens, double& attended);
   void save_checkpoint(int64_t step, double& blocking_ms);
   bool try_resume();
   void export_hf();

@@ -182,6 +182,8 @@ struct TransformerConfig {
   // Training FLOPs per token, TorchTitan convention (survey §4):
   // 6 * active matmul params + 6 * L * H * 2 * Dh * seq_len (no causal halving); DSA:
   // attention over min(index_topk, seq_len) keys, the indexer forward only (2x).
+  // seq_len is the keys a token attends to: the trainer passes its step's mean
+  // document length per token (Σ length² / Σ length), seq_len for unbroken windows.
   double train_flops_per_token(int64_t seq_len) const;
 };
 
