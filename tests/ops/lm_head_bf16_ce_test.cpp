@@ -6,7 +6,8 @@
 //    the fp32 kernel's logit gradient: bitwise, with and without the expected_grad hint,
 //    over one and several row tiles;
 //  - batch invariance (a row's loss and dhidden alone == in a batch), the same bits with
-//    1 and 2 threads and in a child process with TITAN_ISA=avx2 (the emulation);
+//    1 and 2 threads and, on a CPU with AVX512_BF16, in a child process with
+//    TITAN_BF16_DOT=emulation;
 //  - against PyTorch 2.13 bf16 autocast (tests/ops/lm_head_bf16_ce_ref.py) on the same
 //    inputs, with a float64 yardstick: titan's error vs float64 <= 1.5x torch's + 2^-9 of
 //    the largest value, titan vs torch <= 2.5x torch's error + 2^-9 of the largest value
@@ -33,6 +34,7 @@
 #include "titan/core/dtype.h"
 #include "titan/core/error.h"
 #include "titan/core/thread_pool.h"
+#include "titan/kernels/cpu/bf16.h"
 #include "titan/kernels/cpu/loss.h"
 #include "titan/ops/elementwise.h"
 #include "titan/ops/lm_head_bf16.h"
@@ -219,14 +221,18 @@ uint64_t digest() {
   return hsh;
 }
 
-// Run by SameBitsForOneAndTwoThreadsAndOnTheAvx2Emulation in a child process only.
+// Run by SameBitsForOneAndTwoThreadsAndOnTheBf16Emulation in a child process only.
 TEST(LinearCrossEntropyBf16, DISABLED_DigestChild) {
   const char* out = std::getenv("TITAN_CE_BF16_DIGEST");
   ASSERT_NE(out, nullptr);
   std::ofstream(out) << digest();
 }
 
-TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsAndOnTheAvx2Emulation) {
+// 1 thread == 2 threads, and on a CPU with AVX512_BF16 the instruction == the
+// emulation (a child under TITAN_BF16_DOT=emulation, same kernel ISA): the bf16 GEMM
+// path does not change the bits. The AVX2 build (TITAN_ISA=avx2) is not compared: its
+// fp32 log-sum-exp and softmax kernels sum in another lane order (docs/bf16.md, "Not yet").
+TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsAndOnTheBf16Emulation) {
   const int saved = num_threads();
   set_num_threads(1);
   const uint64_t one = digest();
@@ -234,8 +240,9 @@ TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsAndOnTheAvx2Emulation) {
   const uint64_t two = digest();
   set_num_threads(saved);
   EXPECT_EQ(one, two);
+  if (!kernels::cpu::bf16_instruction_available()) GTEST_SKIP() << "this CPU has no AVX512_BF16: no instruction path";
   const std::string file = std::filesystem::temp_directory_path() / ("titan_ce_bf16_" + std::to_string(getpid()));
-  const std::string cmd = "TITAN_ISA=avx2 TITAN_NUM_THREADS=2 TITAN_CE_BF16_DIGEST=" + file + " " +
+  const std::string cmd = "TITAN_BF16_DOT=emulation TITAN_NUM_THREADS=2 TITAN_CE_BF16_DIGEST=" + file + " " +
                           std::filesystem::read_symlink("/proc/self/exe").string() +
                           " --gtest_also_run_disabled_tests --gtest_filter=LinearCrossEntropyBf16.DISABLED_DigestChild"
                           " > /dev/null";
