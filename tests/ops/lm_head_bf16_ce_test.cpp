@@ -6,8 +6,8 @@
 //    the fp32 kernel's logit gradient: bitwise, with and without the expected_grad hint,
 //    over one and several row tiles;
 //  - batch invariance (a row's loss and dhidden alone == in a batch), the same bits with
-//    1 and 2 threads and, on a CPU with AVX512_BF16, in a child process with
-//    TITAN_BF16_DOT=emulation;
+//    1 and 2 threads and in child processes under TITAN_BF16_DOT=emulation (on a CPU
+//    with AVX512_BF16) and TITAN_ISA=avx2 (on an AVX-512 CPU);
 //  - against PyTorch 2.13 bf16 autocast (tests/ops/lm_head_bf16_ce_ref.py) on the same
 //    inputs, with a float64 yardstick: titan's error vs float64 <= 1.5x torch's + 2^-9 of
 //    the largest value, titan vs torch <= 2.5x torch's error + 2^-9 of the largest value
@@ -228,11 +228,24 @@ TEST(LinearCrossEntropyBf16, DISABLED_DigestChild) {
   std::ofstream(out) << digest();
 }
 
-// 1 thread == 2 threads, and on a CPU with AVX512_BF16 the instruction == the
-// emulation (a child under TITAN_BF16_DOT=emulation, same kernel ISA): the bf16 GEMM
-// path does not change the bits. The AVX2 build (TITAN_ISA=avx2) is not compared: its
-// fp32 log-sum-exp and softmax kernels sum in another lane order (docs/bf16.md, "Not yet").
-TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsAndOnTheBf16Emulation) {
+// 1 thread == 2 threads; on a CPU with AVX512_BF16 the instruction == the emulation (a
+// child under TITAN_BF16_DOT=emulation, same kernel ISA), and on an AVX-512 CPU the
+// AVX2 build (a child under TITAN_ISA=avx2) == the AVX-512 build: neither the bf16 GEMM
+// path nor the kernel ISA changes the bits.
+uint64_t child_digest(const std::string& env) {
+  const std::string file = std::filesystem::temp_directory_path() / ("titan_ce_bf16_" + std::to_string(getpid()));
+  const std::string cmd = env + " TITAN_NUM_THREADS=2 TITAN_CE_BF16_DIGEST=" + file + " " +
+                          std::filesystem::read_symlink("/proc/self/exe").string() +
+                          " --gtest_also_run_disabled_tests --gtest_filter=LinearCrossEntropyBf16.DISABLED_DigestChild"
+                          " > /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  uint64_t child = 0;
+  std::ifstream(file) >> child;
+  std::remove(file.c_str());
+  return child;
+}
+
+TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsTheBf16EmulationAndAvx2) {
   const int saved = num_threads();
   set_num_threads(1);
   const uint64_t one = digest();
@@ -240,17 +253,9 @@ TEST(LinearCrossEntropyBf16, SameBitsForOneAndTwoThreadsAndOnTheBf16Emulation) {
   const uint64_t two = digest();
   set_num_threads(saved);
   EXPECT_EQ(one, two);
+  if (kernels::cpu::cpu_isa() == kernels::cpu::Isa::avx512) EXPECT_EQ(child_digest("TITAN_ISA=avx2"), one);
   if (!kernels::cpu::bf16_instruction_available()) GTEST_SKIP() << "this CPU has no AVX512_BF16: no instruction path";
-  const std::string file = std::filesystem::temp_directory_path() / ("titan_ce_bf16_" + std::to_string(getpid()));
-  const std::string cmd = "TITAN_BF16_DOT=emulation TITAN_NUM_THREADS=2 TITAN_CE_BF16_DIGEST=" + file + " " +
-                          std::filesystem::read_symlink("/proc/self/exe").string() +
-                          " --gtest_also_run_disabled_tests --gtest_filter=LinearCrossEntropyBf16.DISABLED_DigestChild"
-                          " > /dev/null";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  uint64_t child = 0;
-  std::ifstream(file) >> child;
-  std::remove(file.c_str());
-  EXPECT_EQ(child, one);
+  EXPECT_EQ(child_digest("TITAN_BF16_DOT=emulation"), one);
 }
 
 using test::read_f64;

@@ -6,10 +6,8 @@
 //   - the bf16 instruction does not change the bits: `titan train` in bf16 on the
 //     AVX-512 BF16 instruction path and on its emulation (TITAN_BF16_DOT=emulation)
 //     ends with memcmp-identical weights and identical losses (where the CPU has
-//     AVX512_BF16). The AVX2 build (TITAN_ISA=avx2) runs the same bf16 GEMM bits
-//     (gemm_bf16_test), but a whole step is not compared with AVX-512 here: the fp32
-//     kernels around the GEMMs do not give ISA-independent bits yet (an fp32 run's
-//     weights after 3 debugmodel steps differ between TITAN_ISA=avx2 and avx512);
+//     AVX512_BF16). The AVX2 build (TITAN_ISA=avx2) against AVX-512, whole runs:
+//     tests/train/trainer_isa_test.cpp;
 //   - a family bf16 compute does not cover is refused with a one-line error.
 #include <gtest/gtest.h>
 

@@ -2,7 +2,10 @@
 // compiled twice (namespaces avx512 and avx2, see CMakeLists.txt); the public kernel
 // entry points call TITAN_DISPATCH to pick one. The choice is made once per process
 // (env TITAN_ISA=avx2|avx512 overrides), so trainer and generator always run the
-// same arithmetic; results are bitwise reproducible per machine and ISA.
+// same arithmetic. The two builds also give the same bits as each other: reductions
+// across lanes use one 16-lane vector on both (isa/simd.h), so a run under
+// TITAN_ISA=avx2 equals the AVX-512 run bit for bit (tests/kernels/isa_parity_test.cpp,
+// tests/train/trainer_isa_test.cpp).
 #pragma once
 #include <string_view>
 

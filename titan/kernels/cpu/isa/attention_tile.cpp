@@ -32,32 +32,10 @@ constexpr std::array<float, kMaxB> make_iota() {
 }
 alignas(64) constexpr std::array<float, kMaxB> kIota = make_iota();
 
-inline float lane0(vf v) {
-#if defined(TITAN_ISA_AVX512)
-  return _mm512_cvtss_f32(v);
-#else
-  return _mm256_cvtss_f32(v);
-#endif
-}
-inline vf vabs(vf x) {
-#if defined(TITAN_ISA_AVX512)
-  return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x);
-#else
-  return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
-#endif
-}
-inline vf copy_sign(vf mag, vf sgn) {  // |mag| with the sign of sgn (mag >= 0)
-#if defined(TITAN_ISA_AVX512)
-  return _mm512_or_ps(mag, _mm512_and_ps(_mm512_set1_ps(-0.0f), sgn));
-#else
-  return _mm256_or_ps(mag, _mm256_and_ps(_mm256_set1_ps(-0.0f), sgn));
-#endif
-}
-
 // tanh, the one used by the soft-cap (Cephes tanhf): |x| < 0.625: x + x^3 P(x^2);
 // else sign(x) (1 - 2 / (exp(2|x|) + 1)) with simd::vexp. Max error ~2 ulp.
-inline vf vtanh(vf x) {
-  vf ax = vabs(x);
+TITAN_SIMD_INLINE vf vtanh(vf x) {
+  vf ax = abs_bits(x);
   vf z = mul(x, x);
   vf p = set1(-5.70498872745e-3f);
   p = fmadd(p, z, set1(2.06390887954e-2f));
@@ -73,30 +51,36 @@ inline vf vtanh(vf x) {
 
 #define TITAN_UNROLL _Pragma("GCC unroll 8")
 
+// The score and value kernels below are lane-wise (one FMA chain per score or output
+// lane), so they run on the native register (simd.h).
+namespace nv = simd::native;
+
 template <int NR, int NV>
 inline void dots_kernel(float* const* s, const float* const* x, const float* kt, int Dh, int B,
-                        int l0, vf vscale) {
-  vf acc[NR][NV];
+                        int l0, nv::vf vscale) {
+  using nv::W;
+  nv::vf acc[NR][NV];
   TITAN_UNROLL for (int r = 0; r < NR; ++r) {
-    TITAN_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = zero();
+    TITAN_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = nv::zero();
   }
   const float* kp = kt + l0;
   for (int d = 0; d < Dh; ++d, kp += B) {
-    vf kv[NV];
-    TITAN_UNROLL for (int v = 0; v < NV; ++v) kv[v] = load(kp + v * W);
+    nv::vf kv[NV];
+    TITAN_UNROLL for (int v = 0; v < NV; ++v) kv[v] = nv::load(kp + v * W);
     TITAN_UNROLL for (int r = 0; r < NR; ++r) {
-      const vf xb = set1(x[r][d]);
-      TITAN_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = fmadd(xb, kv[v], acc[r][v]);
+      const nv::vf xb = nv::set1(x[r][d]);
+      TITAN_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = nv::fmadd(xb, kv[v], acc[r][v]);
     }
   }
   TITAN_UNROLL for (int r = 0; r < NR; ++r) {
-    TITAN_UNROLL for (int v = 0; v < NV; ++v) store(s[r] + l0 + v * W, mul(acc[r][v], vscale));
+    TITAN_UNROLL for (int v = 0; v < NV; ++v) nv::store(s[r] + l0 + v * W, nv::mul(acc[r][v], vscale));
   }
 }
 
 template <int NR>
 inline void dots_rows(float* const* s, const float* const* x, const float* kt, int Dh, int B,
-                      vf vscale) {
+                      nv::vf vscale) {
+  using nv::W;
   int l0 = 0;
   for (; l0 + 2 * W <= B; l0 += 2 * W) dots_kernel<NR, 2>(s, x, kt, Dh, B, l0, vscale);
   for (; l0 < B; l0 += W) dots_kernel<NR, 1>(s, x, kt, Dh, B, l0, vscale);
@@ -108,44 +92,45 @@ inline void dots_rows(float* const* s, const float* const* x, const float* kt, i
 template <int NR>
 inline void axpy_kernel(float* const* acc, const float* alpha, const float* const* coef, int jlo,
                         int jhi, const float* const* x, int d, int Dh) {
-  vf va[NR];
-  TITAN_UNROLL for (int r = 0; r < NR; ++r) va[r] = set1(alpha[r]);
+  using nv::W;
+  nv::vf va[NR];
+  TITAN_UNROLL for (int r = 0; r < NR; ++r) va[r] = nv::set1(alpha[r]);
   for (; d + 4 * W <= Dh; d += 4 * W) {
-    vf a[NR][4];
+    nv::vf a[NR][4];
     TITAN_UNROLL for (int r = 0; r < NR; ++r) {
-      TITAN_UNROLL for (int i = 0; i < 4; ++i) a[r][i] = mul(load(acc[r] + d + i * W), va[r]);
+      TITAN_UNROLL for (int i = 0; i < 4; ++i) a[r][i] = nv::mul(nv::load(acc[r] + d + i * W), va[r]);
     }
     for (int j = jlo; j <= jhi; ++j) {
       const float* xj = x[j] + d;
-      vf xv[4];
-      TITAN_UNROLL for (int i = 0; i < 4; ++i) xv[i] = load(xj + i * W);
+      nv::vf xv[4];
+      TITAN_UNROLL for (int i = 0; i < 4; ++i) xv[i] = nv::load(xj + i * W);
       TITAN_UNROLL for (int r = 0; r < NR; ++r) {
-        const vf cb = set1(coef[r][j]);
-        TITAN_UNROLL for (int i = 0; i < 4; ++i) a[r][i] = fmadd(cb, xv[i], a[r][i]);
+        const nv::vf cb = nv::set1(coef[r][j]);
+        TITAN_UNROLL for (int i = 0; i < 4; ++i) a[r][i] = nv::fmadd(cb, xv[i], a[r][i]);
       }
     }
     TITAN_UNROLL for (int r = 0; r < NR; ++r) {
-      TITAN_UNROLL for (int i = 0; i < 4; ++i) store(acc[r] + d + i * W, a[r][i]);
+      TITAN_UNROLL for (int i = 0; i < 4; ++i) nv::store(acc[r] + d + i * W, a[r][i]);
     }
   }
   for (; d + W <= Dh; d += W) {
-    vf a[NR];
-    TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = mul(load(acc[r] + d), va[r]);
+    nv::vf a[NR];
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = nv::mul(nv::load(acc[r] + d), va[r]);
     for (int j = jlo; j <= jhi; ++j) {
-      const vf xv = load(x[j] + d);
-      TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = fmadd(set1(coef[r][j]), xv, a[r]);
+      const nv::vf xv = nv::load(x[j] + d);
+      TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = nv::fmadd(nv::set1(coef[r][j]), xv, a[r]);
     }
-    TITAN_UNROLL for (int r = 0; r < NR; ++r) store(acc[r] + d, a[r]);
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) nv::store(acc[r] + d, a[r]);
   }
   if (d < Dh) {
     const int n = Dh - d;
-    vf a[NR];
-    TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = mul(load_n(acc[r] + d, n), va[r]);
+    nv::vf a[NR];
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = nv::mul(nv::load_n(acc[r] + d, n), va[r]);
     for (int j = jlo; j <= jhi; ++j) {
-      const vf xv = load_n(x[j] + d, n);
-      TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = fmadd(set1(coef[r][j]), xv, a[r]);
+      const nv::vf xv = nv::load_n(x[j] + d, n);
+      TITAN_UNROLL for (int r = 0; r < NR; ++r) a[r] = nv::fmadd(nv::set1(coef[r][j]), xv, a[r]);
     }
-    TITAN_UNROLL for (int r = 0; r < NR; ++r) store_n(acc[r] + d, a[r], n);
+    TITAN_UNROLL for (int r = 0; r < NR; ++r) nv::store_n(acc[r] + d, a[r], n);
   }
 }
 
@@ -192,7 +177,7 @@ inline void prefetch_block(const float* k, const float* v, int64_t v_stride, con
 
 }  // namespace
 
-float exp1(float x) { return lane0(vexp(set1(x))); }
+float exp1(float x) { return first(vexp(set1(x))); }
 
 float dot(const float* a, const float* b, int Dh) {
   vf acc = zero();
@@ -204,7 +189,7 @@ float dot(const float* a, const float* b, int Dh) {
 
 void block_dots(float* const* s, const float* const* x, int R, const float* kt, int Dh, int B,
                 float scale) {
-  const vf vscale = set1(scale);
+  const nv::vf vscale = nv::set1(scale);
   int r = 0;
   for (; r + 4 <= R; r += 4) dots_rows<4>(s + r, x + r, kt, Dh, B, vscale);
   switch (R - r) {
@@ -242,12 +227,13 @@ void exp_shift(float* p, const float* s, float shift, int B) {
 // (AVX-512: 32 registers; attention_bench Dh 64, T 512, 2 threads, Zen5: forward 212 ->
 // 249 GFLOP/s, backward 234 -> 271). AVX2's 16 registers hold only the two-row
 // kernel's 8. Same bits: every lane is still acc*alpha, then the chain over j ascending.
-constexpr bool kAxpy4 = W == 16;
+constexpr bool kAxpy4 = nv::W == 16;
 
 void axpy_rows(float* const* acc, const float* alpha, const float* const* coef, const int* jlo,
                const int* jhi, int R, const float* const* x, int Dh) {
   auto same_keys = [&](int a, int b) { return jlo[a] == jlo[b] && jhi[a] == jhi[b]; };
   // Lane chunks outer, rows inner: one chunk of the x rows stays in L1 for all rows.
+  using nv::W;
   for (int d0 = 0; d0 < Dh; d0 += 4 * W) {
     const int d1 = Dh - d0 < 8 * W ? Dh : d0 + 4 * W;  // the last chunk takes the rest
     int r = 0;

@@ -4,7 +4,7 @@
 #include "titan/kernels/cpu/isa/simd.h"
 
 namespace titan::kernels::cpu::TITAN_ISA_NS {
-using namespace simd;
+using namespace simd::native;  // lane-wise casts (simd.h)
 
 namespace {
 #if defined(TITAN_ISA_AVX512)

@@ -34,7 +34,7 @@
 #include "titan/kernels/cpu/isa/simd.h"
 
 namespace titan::kernels::cpu::TITAN_ISA_NS {
-using namespace simd;
+using namespace simd::native;  // lane-wise: one FMA chain per element of C (simd.h)
 
 namespace {
 

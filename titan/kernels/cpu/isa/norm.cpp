@@ -23,7 +23,7 @@ inline float row_dot(const float* a, const float* b, int64_t n) {
 }
 
 // g = dout ⊙ w (w null: dout) for the c lanes at column i.
-inline vf grad_in(const float* dout, const float* w, int64_t i, int c) {
+TITAN_SIMD_INLINE vf grad_in(const float* dout, const float* w, int64_t i, int c) {
   vf g = load_c(dout + i, c, 0.0f);
   return w ? mul(g, load_c(w + i, c, 0.0f)) : g;
 }

@@ -20,33 +20,25 @@ namespace titan::kernels::cpu::TITAN_ISA_NS {
 namespace simd {
 
 // Loads c lanes at p (c == W: a full vector); the other lanes hold `fill`.
-inline vf load_c(const float* p, int c, float fill) {
+TITAN_SIMD_INLINE vf load_c(const float* p, int c, float fill) {
   return c == W ? load(p) : load_n_fill(p, c, fill);
 }
 // Stores the first c lanes of v at p.
-inline void store_c(float* p, vf v, int c) {
+TITAN_SIMD_INLINE void store_c(float* p, vf v, int c) {
   if (c == W) store(p, v); else store_n(p, v, c);
-}
-// Lane 0 of v.
-inline float first(vf v) {
-#if defined(TITAN_ISA_AVX512)
-  return _mm512_cvtss_f32(v);
-#else
-  return _mm256_cvtss_f32(v);
-#endif
 }
 // exp of one float through THE shared vexp (for scalar epilogues and merges).
 inline float sexp(float x) { return first(vexp(set1(x))); }
 
 // |x| as max(x, -x) (NaN stays NaN).
-inline vf vabs(vf x) { return max(x, sub(zero(), x)); }
+TITAN_SIMD_INLINE vf vabs(vf x) { return max(x, sub(zero(), x)); }
 
 // Reduces [0, n) with step(acc, i, c) -> acc, called for the vector of c lanes
 // starting at column i (c < W only for the last, masked vector; step fills the
 // other lanes with the neutral element). Vector j feeds accumulator j % 4, all
 // four start at `init`, and comb merges them as comb(comb(a0, a1), comb(a2, a3)).
 template <class Step, class Comb>
-inline vf reduce4(int64_t n, vf init, Step step, Comb comb) {
+TITAN_SIMD_INLINE vf reduce4(int64_t n, vf init, Step step, Comb comb) {
   vf a0 = init, a1 = init, a2 = init, a3 = init;
   int64_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
@@ -64,8 +56,8 @@ inline vf reduce4(int64_t n, vf init, Step step, Comb comb) {
 }
 
 // Lane-wise sum / max combiners for reduce4.
-inline vf comb_add(vf a, vf b) { return add(a, b); }
-inline vf comb_max(vf a, vf b) { return max(a, b); }
+TITAN_SIMD_INLINE vf comb_add(vf a, vf b) { return add(a, b); }
+TITAN_SIMD_INLINE vf comb_max(vf a, vf b) { return max(a, b); }
 
 // Calls f(i, c) for the vectors of [0, n) in order; c < W only for the last one.
 template <class F>

@@ -1,6 +1,17 @@
 // The SIMD layer for ISA kernels (included only from titan/kernels/cpu/isa/*.cpp,
-// which are compiled once per ISA). One vector type `vf` of W fp32 lanes:
-// W = 16 (AVX-512) or 8 (AVX2). Kernels are written once against these helpers.
+// which are compiled once per ISA).
+//
+// Two vector types:
+//  - simd::vf, THE vector of the kernels: W = 16 fp32 lanes on every ISA. AVX-512
+//    holds it in one __m512; AVX2 in two __m256 halves (lanes 0-7, 8-15). Every
+//    reduction that combines lanes (hsum, hmax, the lane accumulators of reduce.h)
+//    therefore groups the same elements in the same order on both ISAs, and a run
+//    under TITAN_ISA=avx2 gives the same bits as on AVX-512.
+//  - simd::native::vf, the machine's register (16 lanes on AVX-512, 8 on AVX2), for
+//    kernels whose arithmetic is lane-wise only (the GEMMs' FMA chain per output
+//    element, the attention score and value FMA chains, casts): there the vector width
+//    changes only how many elements one instruction carries, never an element's value.
+//    A native vector must never be reduced across its lanes.
 //
 // Batch-invariance rules (notes/batch-invariance.md): FMAs are explicit (fmadd),
 // tails use masked loads/stores (never a scalar loop), horizontal sums use one fixed
@@ -9,6 +20,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -16,8 +28,13 @@
 #error "simd.h is for titan/kernels/cpu/isa/*.cpp only"
 #endif
 
+// For vector helpers: on AVX2 a vf is a 64-byte struct, which an out-of-line call
+// passes through memory.
+#define TITAN_SIMD_INLINE inline __attribute__((always_inline))
+
 namespace titan::kernels::cpu::TITAN_ISA_NS {
 namespace simd {
+namespace native {
 
 #if defined(TITAN_ISA_AVX512)
 constexpr int W = 16;
@@ -61,7 +78,21 @@ inline float hsum(vf v) {
   __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
   return _mm_cvtss_f32(s1);
 }
-inline float hmax(vf v) { return _mm512_reduce_max_ps(v); }  // max is order-independent
+// The tree of hsum with max (the two ISAs agree also on signed zeros and NaNs).
+inline float hmax(vf v) {
+  __m256 lo = _mm512_castps512_ps256(v);
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  __m256 s8 = _mm256_max_ps(lo, hi);
+  __m128 s4 = _mm_max_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  __m128 s2 = _mm_max_ps(s4, _mm_movehl_ps(s4, s4));
+  __m128 s1 = _mm_max_ss(s2, _mm_movehdup_ps(s2));
+  return _mm_cvtss_f32(s1);
+}
+inline float first(vf v) { return _mm512_cvtss_f32(v); }  // lane 0
+inline vf abs_bits(vf x) { return _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x); }  // clears the sign bit
+inline vf copy_sign(vf mag, vf sgn) {  // |mag| with the sign of sgn (mag >= 0)
+  return _mm512_or_ps(mag, _mm512_and_ps(_mm512_set1_ps(-0.0f), sgn));
+}
 // bf16 -> f32 (exact): 16 bf16 values.
 inline vf load_bf16(const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16));
@@ -116,6 +147,9 @@ inline float hmax(vf v) {
   __m128 s1 = _mm_max_ss(s2, _mm_movehdup_ps(s2));
   return _mm_cvtss_f32(s1);
 }
+inline float first(vf v) { return _mm256_cvtss_f32(v); }
+inline vf abs_bits(vf x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+inline vf copy_sign(vf mag, vf sgn) { return _mm256_or_ps(mag, _mm256_and_ps(_mm256_set1_ps(-0.0f), sgn)); }
 inline vf load_bf16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
 }
@@ -131,7 +165,7 @@ inline vf load_bf16_n(const uint16_t* p, int n) {
 // scaled by 2^n. Max error ~2 ulp on the normal range. x < -87.33 (result below
 // FLT_MIN) returns exactly 0, so -inf (masked scores) gives 0; x > 88.72 gives inf.
 // NaN in, NaN out. This is THE exp of titan's kernels (DESIGN.md §1.2).
-inline vf vexp(vf x) {
+TITAN_SIMD_INLINE vf vexp(vf x) {
   const vf hi = set1(88.72283935546875f), lo = set1(-87.33654022216797f);
   vf xc = min(max(x, lo), hi);
   vf n = round_nearest(mul(xc, set1(1.44269504088896341f)));
@@ -159,6 +193,66 @@ inline vf vexp(vf x) {
 #endif
   return res;
 }
+
+
+}  // namespace native
+
+#if defined(TITAN_ISA_AVX512)
+using namespace native;  // the register is already 16 lanes
+#else
+// 16 lanes as two AVX2 halves; every operation is the native one on each half, so
+// lane i holds the same bits as lane i of the AVX-512 vector.
+constexpr int W = 16;
+struct vf {
+  native::vf lo, hi;  // lanes 0-7, 8-15
+};
+TITAN_SIMD_INLINE vf zero() { return {native::zero(), native::zero()}; }
+TITAN_SIMD_INLINE vf set1(float x) { return {native::set1(x), native::set1(x)}; }
+TITAN_SIMD_INLINE vf load(const float* p) { return {native::load(p), native::load(p + 8)}; }
+TITAN_SIMD_INLINE void store(float* p, vf v) { native::store(p, v.lo); native::store(p + 8, v.hi); }
+// n in [0, 16]; lanes at or past n are never read or written.
+TITAN_SIMD_INLINE vf load_n(const float* p, int n) {
+  return {native::load_n(p, std::min(n, 8)), n > 8 ? native::load_n(p + 8, n - 8) : native::zero()};
+}
+TITAN_SIMD_INLINE vf load_n_fill(const float* p, int n, float fill) {
+  return {native::load_n_fill(p, std::min(n, 8), fill),
+          n > 8 ? native::load_n_fill(p + 8, n - 8, fill) : native::set1(fill)};
+}
+TITAN_SIMD_INLINE void store_n(float* p, vf v, int n) {
+  native::store_n(p, v.lo, std::min(n, 8));
+  if (n > 8) native::store_n(p + 8, v.hi, n - 8);
+}
+#define TITAN_SIMD_PAIR2(name) \
+  TITAN_SIMD_INLINE vf name(vf a, vf b) { return {native::name(a.lo, b.lo), native::name(a.hi, b.hi)}; }
+#define TITAN_SIMD_PAIR1(name) \
+  TITAN_SIMD_INLINE vf name(vf a) { return {native::name(a.lo), native::name(a.hi)}; }
+TITAN_SIMD_PAIR2(add)
+TITAN_SIMD_PAIR2(sub)
+TITAN_SIMD_PAIR2(mul)
+TITAN_SIMD_PAIR2(div)
+TITAN_SIMD_PAIR2(max)
+TITAN_SIMD_PAIR2(min)
+TITAN_SIMD_PAIR1(sqrt)
+TITAN_SIMD_PAIR1(round_nearest)
+TITAN_SIMD_PAIR1(abs_bits)
+TITAN_SIMD_PAIR2(copy_sign)
+TITAN_SIMD_PAIR1(vexp)
+#undef TITAN_SIMD_PAIR1
+#undef TITAN_SIMD_PAIR2
+TITAN_SIMD_INLINE vf fmadd(vf a, vf b, vf c) { return {native::fmadd(a.lo, b.lo, c.lo), native::fmadd(a.hi, b.hi, c.hi)}; }
+TITAN_SIMD_INLINE vf fnmadd(vf a, vf b, vf c) { return {native::fnmadd(a.lo, b.lo, c.lo), native::fnmadd(a.hi, b.hi, c.hi)}; }
+TITAN_SIMD_INLINE vf select_lt(vf a, vf b, vf x, vf y) {
+  return {native::select_lt(a.lo, b.lo, x.lo, y.lo), native::select_lt(a.hi, b.hi, x.hi, y.hi)};
+}
+// The AVX-512 tree: 16 -> 8 adds lane i and lane i + 8, then 8 -> 4 -> 2 -> 1.
+TITAN_SIMD_INLINE float hsum(vf v) { return native::hsum(native::add(v.lo, v.hi)); }
+TITAN_SIMD_INLINE float hmax(vf v) { return native::hmax(native::max(v.lo, v.hi)); }
+TITAN_SIMD_INLINE float first(vf v) { return native::first(v.lo); }
+TITAN_SIMD_INLINE vf load_bf16(const uint16_t* p) { return {native::load_bf16(p), native::load_bf16(p + 8)}; }
+TITAN_SIMD_INLINE vf load_bf16_n(const uint16_t* p, int n) {
+  return {native::load_bf16_n(p, std::min(n, 8)), n > 8 ? native::load_bf16_n(p + 8, n - 8) : native::zero()};
+}
+#endif
 
 }  // namespace simd
 }  // namespace titan::kernels::cpu::TITAN_ISA_NS

@@ -9,14 +9,14 @@ namespace titan::kernels::cpu::TITAN_ISA_NS {
 namespace simd {
 
 // sigmoid(x) = 1 / (1 + exp(-x)); 0 for x < -88.7 (exp overflows to inf), 1 for large x.
-inline vf vsigmoid(vf x) {
+TITAN_SIMD_INLINE vf vsigmoid(vf x) {
   const vf one = set1(1.0f);
   return div(one, add(one, vexp(sub(zero(), x))));
 }
 
 // tanh(x) = sign(x) · (1 - e) / (1 + e) with e = exp(-2|x|) (no overflow for any x;
 // absolute error ~1e-7, relative error larger only for |x| < ~1e-3).
-inline vf vtanh(vf x) {
+TITAN_SIMD_INLINE vf vtanh(vf x) {
   const vf one = set1(1.0f);
   vf e = vexp(mul(set1(-2.0f), vabs(x)));
   vf t = div(sub(one, e), add(one, e));
