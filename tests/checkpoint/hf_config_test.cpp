@@ -4,6 +4,7 @@
 
 #include "tests/checkpoint/helpers.h"
 #include "titan/core/fs.h"
+#include "titan/models/family.h"
 
 using namespace titan;
 using namespace titan::test;
@@ -200,4 +201,19 @@ TEST(HFConfig, Errors) {
   EXPECT_TRUE(throws_with(load, {p, "'tie_word_embeddings' must be true or false"}));
   with([](json& j) { j["hidden_size"] = 2047; });
   EXPECT_TRUE(throws_with(load, {p, "no head_dim", "2047", "not divisible"}));
+}
+
+// Keys that change the math and that no family models are refused when the model is
+// built, never ignored: transformers would compute another function.
+TEST(HFConfig, UnmodelledActivationAndMlpBiasAreRefused) {
+  auto build = [](const std::function<void(json&)>& edit) {
+    json j = json::parse(kLlama32_1B);
+    edit(j);
+    models::config_from_hf(parse_hf_config(j, "cfg"));
+  };
+  build([](json&) {});  // the published config builds
+  build([](json& j) { j["mlp_bias"] = false; });
+  EXPECT_TRUE(throws_with([&] { build([](json& j) { j["hidden_act"] = "gelu"; }); },
+                          {"hidden_act \"gelu\" is not supported for LlamaForCausalLM", "silu"}));
+  EXPECT_TRUE(throws_with([&] { build([](json& j) { j["mlp_bias"] = true; }); }, {"mlp_bias true is not supported"}));
 }

@@ -106,6 +106,8 @@ TEST(FailuresCli, JsonlIntegerCoercionsNameTheLineAndField) {
       {R"({"prompt": "a", "seed": -1})", "seed"},                  // would wrap to 2^64 - 1
       {R"({"prompt": "a", "max_tokens": 2.5})", "max_tokens"},
       {R"({"prompt": "a", "stop_token_ids": [3000000000]})", "stop_token_ids"},
+      {R"({"prompt": "a", "temprature": 0})", "temprature"},  // misspelled: would sample at the default
+      {R"({"prompt": "a", "dtype": "f32"})", "dtype"},        // not a request field
   };
   for (const auto& [text, field] : cases) {
     const fs::path in = dir / "in.jsonl";
@@ -119,6 +121,14 @@ TEST(FailuresCli, JsonlIntegerCoercionsNameTheLineAndField) {
   const Result ok = run(generate_args() + " --input '" + (dir / "in.jsonl").string() + "' --output '" +
                         (dir / "o.jsonl").string() + "'");
   EXPECT_EQ(ok.code, 0) << ok.out;
+}
+
+// Arguments the command line parser refuses are user errors too: one line, exit code 2.
+TEST(FailuresCli, BadCommandLineArgumentsExitTwo) {
+  expect_user_error(run(generate_args() + " --prompt a --max-tokens abc"), {"--max-tokens", "abc"});
+  expect_user_error(run(generate_args() + " --prompt a --dtype ''"), {"--dtype", "must be f32 or bf16"});
+  expect_user_error(run(generate_args() + " --prompt a --no-such-flag"), {"--no-such-flag"});
+  EXPECT_EQ(run("generate --help").code, 0);
 }
 
 TEST(FailuresCli, DumpFolderThatCannotBeUsedIsAUserError) {

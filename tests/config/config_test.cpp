@@ -295,6 +295,23 @@ TEST(Config, TransformsAppliedInOrder) {
   EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.transforms=tie_embedding"}); }),
             "unknown model transform 'tie_embedding' (did you mean 'tie_embeddings'?; available: no_qk_norm, "
             "test_double_layers, tie_embeddings, untie_embeddings)");
+  // A recorded name that is no transform is refused, not carried along.
+  EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.applied_transforms=foo,bar"}); }),
+            "model.applied_transforms: 'foo' is not a model transform (titan train --list-transforms)");
+}
+
+// model.flavor names the preset the shape fields came from; a command line that names
+// another one (as TorchTitan's --model.flavor=8B would select a model) is refused.
+TEST(Config, FlavorOnTheCommandLineSelectsNothingAndIsRefused) {
+  const std::string e = error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.flavor=8B"}); });
+  EXPECT_EQ(e.rfind("model.flavor='8B': the flavor names the preset this recipe's shape fields came from "
+                    "('debugmodel')", 0), 0u) << e;
+  EXPECT_EQ(tc::resolve_config("debugmodel", std::nullopt, {"model.flavor=debugmodel"}).model.flavor, "debugmodel");
+  // A saved config keeps its flavor when resolved on another recipe's defaults.
+  tc::JobConfig s = tc::resolve_config("shakespeare_char", std::nullopt, {});
+  fs::path dir = temp_dir();
+  std::string f = write_file(dir / "s.toml", tc::config_to_toml(s));
+  EXPECT_EQ(tc::resolve_config("debugmodel", f, {}).model.flavor, "shakespeare_char");
 }
 
 TEST(Config, OverridesFromCommandLineArguments) {

@@ -54,7 +54,9 @@ using nlohmann::json;
 const std::map<std::string, std::pair<std::string, std::string>> kCheckedElsewhere = {
     {"job.dump_folder", {"*", "set by this walk for every run; every test reads its outputs from there"}},
     {"job.description", {"*", "descriptive: recorded in config.toml (config_test round trip)"}},
-    {"model.flavor", {"*", "descriptive: the preset the shape fields came from; the shape fields are built"}},
+    {"model.flavor",
+     {"*", "descriptive: the preset the shape fields came from; naming another one on the command line is "
+           "refused (config_test)"}},
     {"model.applied_transforms", {"*", "bookkeeping of model.transforms (config_test transform tests)"}},
     {"training.host_cache_mb", {"train", "memory reuse only, same bits (host_alloc_test)"}},
     {"training.activation_checkpoint", {"train", "same bits in less memory (trainer_test ActivationCheckpoint)"}},

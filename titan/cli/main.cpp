@@ -32,7 +32,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end parsing with code 0; a bad argument is one "error:" line
+    // and exit code 2, as every other bad input.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const bool sub = argc > 1 && argv[1][0] != '-';
+    fmt::print(stderr, "error: {} (titan {}--help)\n", e.what(), sub ? std::string(argv[1]) + " " : "");
+    return 2;
   }
   // Under mpirun every rank prints its own errors, prefixed "rank R: "; a failing rank
   // ends the job (distributed::finish), so no rank waits forever for it.

@@ -92,7 +92,9 @@ void add_model_source_options(CLI::App& app, ModelSource& src) {
   app.add_option("--tokenizer", src.tokenizer, "tokenizer for --llama2c (SentencePiece .model)");
   app.add_option("--dtype", src.dtype,
                  "compute dtype: bf16 (bf16 compute and bf16 weight panels, half the weight bytes per "
-                 "token) or f32 (default: a --checkpoint's model.compute_dtype, else f32)");
+                 "token) or f32 (default: a --checkpoint's model.compute_dtype, else f32)")
+      ->check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("must be f32 or bf16, got ''") : std::string(); },
+                             "f32|bf16", "non-empty dtype"));
   app.add_option("--model.overrides", src.overrides,
                  "component overrides component=impl[:glob], applied after those the checkpoint or export "
                  "records (titan train --list-overrides)")

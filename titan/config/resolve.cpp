@@ -57,7 +57,17 @@ JobConfig resolve_config(const std::string& recipe, const std::optional<std::str
                          const std::vector<std::string>& overrides) {
   JobConfig c = make_recipe(recipe);
   if (toml_path) apply_toml_file(c, *toml_path);
-  for (const auto& o : overrides) apply_override(c, o);
+  for (const auto& o : overrides) {
+    // model.flavor records the preset the shape fields came from; it builds nothing, so a
+    // command line that sets it to another name would record a model that is not built.
+    JobConfig probe = c;
+    apply_override(probe, o);
+    TITAN_CHECK(probe.model.flavor == c.model.flavor,
+                "model.flavor='{}': the flavor names the preset this recipe's shape fields came from ('{}') and "
+                "selects no model; choose a preset with --recipe (titan train --list-recipes) or set the shape "
+                "fields (model.dim, model.n_layers, ...)", probe.model.flavor, c.model.flavor);
+    c = std::move(probe);
+  }
   apply_transforms(c);
   validate(c);
   return c;
@@ -91,6 +101,11 @@ std::string resolve_data_path(const std::string& path) {
   if (path.empty() || fs::path(path).is_absolute()) return path;
   std::error_code ec;
   if (fs::exists(path, ec)) return path;
+#ifdef TITAN_SOURCE_DIR
+  // Files that ship in the repository (recipes/*.json), from any working directory.
+  if (const fs::path in_repo = fs::path(TITAN_SOURCE_DIR) / path; fs::exists(in_repo, ec))
+    return in_repo.lexically_normal().string();
+#endif
   return (fs::path(shared_data_dir()) / path).lexically_normal().string();
 }
 

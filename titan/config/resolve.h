@@ -43,8 +43,9 @@ std::string save_config(const JobConfig& c);
 std::string shared_data_dir();
 
 // Input data path lookup: empty and absolute paths are returned as is; a relative
-// path that exists from the current directory is returned as is; otherwise it is
-// taken relative to shared_data_dir() (whether or not that file exists).
+// path that exists from the current directory is returned as is; then one that exists
+// in the source tree (the shipped recipes/*.json, in builds that know their source dir);
+// otherwise it is taken relative to shared_data_dir() (whether or not that file exists).
 std::string resolve_data_path(const std::string& path);
 
 }  // namespace titan::config

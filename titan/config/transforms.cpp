@@ -60,6 +60,11 @@ void apply_transform(JobConfig& c, const std::string& name) {
 }
 
 void apply_transforms(JobConfig& c) {
+  // Names recorded by an earlier resolve (a saved config.toml) must be transforms that exist.
+  const std::vector<Transform> all = list_transforms();
+  for (const auto& n : c.model.applied_transforms)
+    TITAN_CHECK(std::any_of(all.begin(), all.end(), [&](const Transform& t) { return t.name == n; }),
+                "model.applied_transforms: '{}' is not a model transform (titan train --list-transforms)", n);
   std::vector<std::string> names = std::move(c.model.transforms);
   c.model.transforms.clear();
   for (const auto& n : names) {

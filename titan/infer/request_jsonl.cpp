@@ -1,5 +1,6 @@
 #include "titan/infer/request_jsonl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -64,6 +65,14 @@ JsonlRequest parse_request_line(std::string_view line, const SamplingParams& def
   const json j = parse_json(line, where);
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", where, j.type_name());
   const Line l{j, where};
+  // A misspelled field would otherwise fall back to its default without a word.
+  static const char* const kKnown[] = {"prompt", "prompt_token_ids", "n", "max_tokens", "temperature", "top_p",
+                                       "top_k", "min_p", "seed", "logprobs", "ignore_eos", "stop",
+                                       "stop_token_ids"};
+  for (const auto& [k, v] : j.items())
+    if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown))
+      fail("{}: unknown field \"{}\" (known: prompt, prompt_token_ids, n, max_tokens, temperature, top_p, top_k, "
+           "min_p, seed, logprobs, ignore_eos, stop, stop_token_ids)", where, k);
   JsonlRequest r;
   if (const json* p = l.get("prompt")) {
     r.prompt = l.string(*p, "prompt");

@@ -166,6 +166,15 @@ TransformerConfig config_from_hf(const HFConfig& hf) {
   // The family's own fields, after the shared ones (it may re-read a shared key, as
   // Llama 4 does intermediate_size).
   if (const Family& f = family(c.family); f.read_hf) f.read_hf(hf, c);
+  // HF keys that change the math and that no family models: refused, never ignored.
+  if (auto it = hf.extra.find("hidden_act"); it != hf.extra.end() && !it->is_null())
+    TITAN_CHECK(it->is_string() && it->get<std::string>() == c.hidden_act,
+                "config.json: hidden_act {} is not supported for {} (it computes {})", it->dump(),
+                hf.architectures.empty() ? hf.model_type : hf.architectures[0], c.hidden_act);
+  if (auto it = hf.extra.find("mlp_bias"); it != hf.extra.end() && !it->is_null())
+    TITAN_CHECK(it->is_boolean() && !it->get<bool>(),
+                "config.json: mlp_bias {} is not supported (the feed-forward projections have no bias)",
+                it->dump());
   if (hf.is_deepseek_v3() || hf.is_deepseek_v32()) read_deepseek_v3_fields(hf, c);
   if (hf.is_qwen3_next())
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
