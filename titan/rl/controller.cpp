@@ -517,9 +517,11 @@ int run_rl_job(const config::JobConfig& job) {
   RLResult r = c.run();
   if (distributed::world()->rank() != 0) return r.interrupted ? 130 : 0;  // rank 0 prints the summary
   const double secs = ms_since(t0) / 1000.0;
-  fmt::print("done: {} steps in {:.1f} s | val_reward {:.4f} -> {:.4f} | max logprob_diff_max {:.3g} | "
+  const auto reward = [](double v) { return std::isnan(v) ? std::string("n/a") : fmt::format("{:.4f}", v); };
+  fmt::print("done: {} steps in {:.1f} s | val_reward {} -> {} | max logprob_diff_max {:.3g} | "
              "offpolicy_lag_max {}\n",
-             r.steps_done, secs, r.val_reward_initial, r.val_reward_final, r.logprob_diff_max, r.offpolicy_lag_max);
+             r.steps_done, secs, reward(r.val_reward_initial), reward(r.val_reward_final), r.logprob_diff_max,
+             r.offpolicy_lag_max);
   int64_t n_errors = 0;
   std::string reasons;
   for (const auto& [reason, n] : r.rollout_errors) {

@@ -27,6 +27,7 @@
 // mode, including across a stop + resume.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,8 +47,9 @@ struct RLRunOptions {
 
 struct RLResult {
   int64_t steps_done = 0;
-  double val_reward_initial = -1;  // at step 0 (-1: not measured in this run, e.g. resumed)
-  double val_reward_final = -1;    // the last val_reward measured
+  // NaN: not measured in this run (validation off, or resumed past step 0); -1 is a real reward.
+  double val_reward_initial = std::numeric_limits<double>::quiet_NaN();  // at step 0
+  double val_reward_final = std::numeric_limits<double>::quiet_NaN();    // the last val_reward measured
   double logprob_diff_max = 0;     // largest over the steps of this run
   int64_t offpolicy_lag_max = 0;
   int64_t rollouts = 0;                              // generated in this run
