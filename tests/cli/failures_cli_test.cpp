@@ -223,6 +223,32 @@ TEST(FailuresCli, MetricsOnAFullTmpfsIsAnErrorAndTheCheckpointLoads) {
   EXPECT_NO_THROW(CheckpointManager::load(*latest));
 }
 
+// generate --checkpoint on a damaged checkpoint names the file and what is wrong; the
+// job's dump folder finds the newest checkpoint under its checkpoint/.
+TEST(FailuresCli, DamagedCheckpointNamesTheFile) {
+  const fs::path dump = fresh_dir("damaged_ckpt");
+  ASSERT_EQ(run(tiny_train(dump) + " --checkpoint.enable=true --checkpoint.interval=4").code, 0);
+  const fs::path step = dump / "checkpoint" / "step-4";
+  const std::string gen = "generate --prompt a --max-tokens 2 --quiet --checkpoint '";
+  EXPECT_EQ(run(gen + dump.string() + "'").code, 0);
+  const auto size = fs::file_size(step / "model.safetensors");
+  fs::resize_file(step / "model.safetensors", 1000);
+  expect_user_error(run(gen + step.string() + "'"),
+                    {"incomplete or damaged", "model.safetensors has 1000 bytes, MANIFEST.json says " +
+                                                  std::to_string(size)});
+  fs::remove(step / "MANIFEST.json");
+  expect_user_error(run(gen + step.string() + "'"), {"incomplete or damaged", "MANIFEST.json is missing"});
+}
+
+// Limits that would otherwise fail inside a component name the config fields.
+TEST(FailuresCli, ScheduleAndPenaltyLimitsNameTheirFields) {
+  expect_user_error(run(tiny_train(fresh_dir("warmup")) + " --lr_scheduler.warmup_steps=4"),
+                    {"lr_scheduler.warmup_steps=4 must be < training.steps=4"});
+  expect_user_error(run("rl --recipe alphabet_sort_grpo --rl.init_from= --job.dump_folder='" +
+                        fresh_dir("overlong").string() + "' --generator.max_tokens=8 --rl.overlong_buffer_len=9"),
+                    {"rl.overlong_buffer_len=9 must be <= generator.max_tokens=8"});
+}
+
 TEST(FailuresCli, MetricsJsonlFalseWritesNoMetrics) {
   const fs::path dump = fresh_dir("nometrics");
   const Result r = run(tiny_train(dump) + " --metrics.jsonl=false");

@@ -295,6 +295,12 @@ TEST(Config, TransformsAppliedInOrder) {
   EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.transforms=tie_embedding"}); }),
             "unknown model transform 'tie_embedding' (did you mean 'tie_embeddings'?; available: no_qk_norm, "
             "test_double_layers, tie_embeddings, untie_embeddings)");
+  // TOML's list spelling on the command line reads as the comma list.
+  EXPECT_EQ(tc::resolve_config("debugmodel", std::nullopt, {R"(model.transforms=["tie_embeddings"])"}).model.applied_transforms,
+            std::vector<std::string>{"tie_embeddings"});
+  EXPECT_EQ(tc::resolve_config("debugmodel", std::nullopt, {"model.transforms=['untie_embeddings', 'tie_embeddings']"})
+                .model.applied_transforms,
+            (std::vector<std::string>{"untie_embeddings", "tie_embeddings"}));
   // A recorded name that is no transform is refused, not carried along.
   EXPECT_EQ(error_of([] { tc::resolve_config("debugmodel", std::nullopt, {"model.applied_transforms=foo,bar"}); }),
             "model.applied_transforms: 'foo' is not a model transform (titan train --list-transforms)");

@@ -171,19 +171,25 @@ void CheckpointManager::prune() {
   }
 }
 
-bool CheckpointManager::is_valid(const std::string& dir) {
+std::string CheckpointManager::invalid_reason(const std::string& dir) {
+  std::error_code ec;
+  const std::string mpath = dir + "/MANIFEST.json";
+  if (!fs::exists(mpath, ec)) return "MANIFEST.json is missing (the write did not finish)";
   try {
-    auto man = nlohmann::json::parse(read_file(dir + "/MANIFEST.json"));
+    auto man = nlohmann::json::parse(read_file(mpath));
     for (auto& [f, size] : man.at("files").items()) {
-      std::error_code ec;
-      auto actual = fs::file_size(dir + "/" + f, ec);
-      if (ec || static_cast<int64_t>(actual) != size.get<int64_t>()) return false;
+      const auto actual = fs::file_size(dir + "/" + f, ec);
+      if (ec) return fmt::format("{} is missing (MANIFEST.json lists it)", f);
+      if (static_cast<int64_t>(actual) != size.get<int64_t>())
+        return fmt::format("{} has {} bytes, MANIFEST.json says {}", f, actual, size.get<int64_t>());
     }
-    return true;
-  } catch (...) {
-    return false;
+    return "";
+  } catch (const std::exception& e) {
+    return fmt::format("MANIFEST.json is unreadable ({})", e.what());
   }
 }
+
+bool CheckpointManager::is_valid(const std::string& dir) { return invalid_reason(dir).empty(); }
 
 std::optional<std::string> CheckpointManager::latest(const std::string& folder) {
   std::error_code ec;
@@ -202,7 +208,8 @@ std::optional<std::string> CheckpointManager::latest(const std::string& folder) 
 }
 
 LoadedCheckpoint CheckpointManager::load(const std::string& dir) {
-  TITAN_CHECK(is_valid(dir), "checkpoint {}: incomplete or damaged (MANIFEST.json missing or sizes differ)", dir);
+  if (const std::string why = invalid_reason(dir); !why.empty())
+    fail("checkpoint {}: incomplete or damaged: {}", dir, why);
   if (!file_exists(dir + "/model.safetensors")) return load_checkpoint_full(dir);  // written by several ranks
   LoadedCheckpoint c;
   c.path = dir;

@@ -76,6 +76,9 @@ class CheckpointManager {
   // one is assembled into full tensors); throws titan::Error naming the file on damage.
   static LoadedCheckpoint load(const std::string& dir);
   static bool is_valid(const std::string& dir);
+  // Why dir is not a complete checkpoint (MANIFEST.json missing or unreadable, a listed
+  // file missing or of another size), in one phrase naming the file; "" when it is.
+  static std::string invalid_reason(const std::string& dir);
   // Removes every step-N directory in `folder` that is not a valid checkpoint (a
   // write cut short by a crash or kill -9) and returns their paths. Call it only while
   // no CheckpointManager is writing into `folder`.

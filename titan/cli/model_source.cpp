@@ -30,12 +30,19 @@ namespace fs = std::filesystem;
 infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
   std::string dir = dir_in;
   if (!file_exists(dir + "/MANIFEST.json")) {
+    // A folder of step-N checkpoints: the newest valid one. A job's dump folder: its checkpoint/.
     auto latest = CheckpointManager::latest(dir);
-    TITAN_CHECK(latest.has_value(), "--checkpoint {}: neither a step-N checkpoint nor a folder holding one", dir);
+    if (!latest && fs::is_directory(fs::path(dir) / "checkpoint"))
+      latest = CheckpointManager::latest((fs::path(dir) / "checkpoint").string());
+    // Neither: when dir is itself a checkpoint's folder (its files are there), say what is wrong with it.
+    if (!latest && (file_exists(dir + "/model.safetensors") || file_exists(dir + "/state.json")))
+      fail("--checkpoint {}: incomplete or damaged checkpoint: {}", dir, CheckpointManager::invalid_reason(dir));
+    TITAN_CHECK(latest.has_value(),
+                "--checkpoint {}: neither a step-N checkpoint nor a folder holding a complete one", dir);
     dir = *latest;
   }
-  TITAN_CHECK(CheckpointManager::is_valid(dir), "--checkpoint {}: incomplete checkpoint (no valid MANIFEST.json)",
-              dir);
+  if (const std::string why = CheckpointManager::invalid_reason(dir); !why.empty())
+    fail("--checkpoint {}: incomplete or damaged checkpoint: {}", dir, why);
   const fs::path dump = fs::absolute(fs::path(dir)).lexically_normal().parent_path().parent_path();
   const std::string toml = (dump / "config.toml").string();
   TITAN_CHECK(file_exists(toml), "--checkpoint {}: the run's config.toml is not at {}", dir, toml);

@@ -198,6 +198,9 @@ void parse_field_value(const FieldRef& f, std::string_view text) {
     case FieldKind::string_list: {
       std::vector<std::string> v;
       for (auto item : split_list(text)) {
+        // TOML's spelling, ["a", "b"], as well as a,b: one pair of matching quotes is dropped.
+        if (item.size() >= 2 && (item.front() == '"' || item.front() == '\'') && item.back() == item.front())
+          item = item.substr(1, item.size() - 2);
         if (item.empty()) bad_value(f, text);
         v.emplace_back(item);
       }

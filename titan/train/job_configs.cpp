@@ -79,6 +79,10 @@ optim::LRSchedulerConfig lr_config_from_job(const config::JobConfig& job) {
     case config::DecayType::cosine:  // nanoGPT's warmup + cosine to min_lr at training.steps
       c.name = "warmup_cosine";
       c.lr_decay_iters = job.training.steps;
+      TITAN_CHECK(job.training.steps > s.warmup_steps,
+                  "lr_scheduler.warmup_steps={} must be < training.steps={} with lr_scheduler.decay_type=cosine "
+                  "(warmup, then cosine to min_lr at training.steps); lower lr_scheduler.warmup_steps",
+                  s.warmup_steps, job.training.steps);
       break;
     case config::DecayType::linear: c.name = "linear"; break;
     case config::DecayType::wsd:
