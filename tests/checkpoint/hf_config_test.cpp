@@ -216,4 +216,7 @@ TEST(HFConfig, UnmodelledActivationAndMlpBiasAreRefused) {
   EXPECT_TRUE(throws_with([&] { build([](json& j) { j["hidden_act"] = "gelu"; }); },
                           {"hidden_act \"gelu\" is not supported for LlamaForCausalLM", "silu"}));
   EXPECT_TRUE(throws_with([&] { build([](json& j) { j["mlp_bias"] = true; }); }, {"mlp_bias true is not supported"}));
+  // transformers builds from model_type: a Mistral config labelled LlamaForCausalLM is a Mistral there.
+  EXPECT_TRUE(throws_with([&] { build([](json& j) { j["model_type"] = "mistral"; }); },
+                          {"model_type 'mistral' is not one titan knows for LlamaForCausalLM (llama)"}));
 }

@@ -1,7 +1,12 @@
 #include "titan/checkpoint/hf_config.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "titan/config/limits.h"
 #include "titan/core/error.h"
@@ -184,11 +189,28 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
                    : c.architecture() == "Llama4ForCausalLM" ? "llama4_text"
                    : c.architecture() == "GptOssForCausalLM" ? "gpt_oss"
                                           : "qwen3";
-  if (c.is_deepseek_v32() && c.model_type != "deepseek_v32")
-    fail("{}: model_type '{}' is not one titan knows for DeepseekV32ForCausalLM (deepseek_v32)", where, c.model_type);
-  if (c.is_deepseek_v3() && c.model_type != "deepseek_v3" && c.model_type != "kimi_k2")
-    fail("{}: model_type '{}' is not one titan knows for DeepseekV3ForCausalLM (deepseek_v3, kimi_k2)", where,
-         c.model_type);
+  // transformers builds the model from model_type (AutoConfig), not from architectures: a
+  // config whose two disagree (LlamaForCausalLM with model_type 'mistral') is another model there.
+  {
+    static const std::map<std::string, std::vector<std::string>> kModelTypes = {
+        {"LlamaForCausalLM", {"llama"}},
+        {"Qwen3ForCausalLM", {"qwen3"}},
+        {"Qwen3NextForCausalLM", {"qwen3_next"}},
+        {"Qwen3_5ForCausalLM", {"qwen3_5_text"}},
+        {"DeepseekV3ForCausalLM", {"deepseek_v3", "kimi_k2"}},
+        {"DeepseekV32ForCausalLM", {"deepseek_v32"}},
+        {"Qwen3MoeForCausalLM", {"qwen3_moe"}},
+        {"KimiLinearForCausalLM", {"kimi_linear"}},
+        {"Gemma2ForCausalLM", {"gemma2"}},
+        {"Gemma3ForCausalLM", {"gemma3_text"}},
+        {"Llama4ForCausalLM", {"llama4_text"}},
+        {"GptOssForCausalLM", {"gpt_oss"}},
+    };
+    if (auto it = kModelTypes.find(c.architectures[0]); it != kModelTypes.end() &&
+        std::find(it->second.begin(), it->second.end(), c.model_type) == it->second.end())
+      fail("{}: model_type '{}' is not one titan knows for {} ({}); transformers would build another model from it",
+           where, c.model_type, c.architectures[0], fmt::join(it->second, ", "));
+  }
 
   c.hidden_size = f.required_i64("hidden_size");
   c.intermediate_size = f.required_i64("intermediate_size");
