@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -74,6 +73,38 @@ bool is_supported(const std::string& arch) {
   for (const char* a : kSupportedArchitectures)
     if (arch == a) return true;
   return false;
+}
+
+// Each architecture's transformers model_type names, its default first. transformers builds
+// the model from model_type (AutoConfig); architectures is a label beside it.
+struct ArchModelTypes {
+  const char* architecture;
+  std::vector<std::string> model_types;
+};
+const std::vector<ArchModelTypes>& arch_model_types() {
+  static const std::vector<ArchModelTypes> t = {
+      {"LlamaForCausalLM", {"llama"}},
+      {"Qwen3ForCausalLM", {"qwen3"}},
+      {"Qwen3NextForCausalLM", {"qwen3_next"}},
+      {"Qwen3_5ForCausalLM", {"qwen3_5_text"}},
+      {"DeepseekV3ForCausalLM", {"deepseek_v3", "kimi_k2"}},
+      {"Qwen3MoeForCausalLM", {"qwen3_moe"}},
+      {"DeepseekV32ForCausalLM", {"deepseek_v32"}},
+      {"KimiLinearForCausalLM", {"kimi_linear"}},
+      {"Gemma2ForCausalLM", {"gemma2"}},
+      {"Gemma3ForCausalLM", {"gemma3_text"}},
+      {"Llama4ForCausalLM", {"llama4_text"}},
+      {"GptOssForCausalLM", {"gpt_oss"}},
+  };
+  return t;
+}
+const ArchModelTypes* by_architecture(const std::string& arch) {
+  for (const ArchModelTypes& a : arch_model_types())
+    if (arch == a.architecture) return &a;
+  return nullptr;
+}
+bool has_model_type(const ArchModelTypes& a, const std::string& model_type) {
+  return std::find(a.model_types.begin(), a.model_types.end(), model_type) != a.model_types.end();
 }
 
 // rope_scaling (or transformers v5 rope_parameters) -> HFRopeScaling / nullopt.
@@ -148,20 +179,11 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
   }
   c.model_type = f.str("model_type").value_or("");
   if (c.architectures.empty()) {
-    if (c.model_type == "llama") c.architectures = {"LlamaForCausalLM"};
-    else if (c.model_type == "qwen3") c.architectures = {"Qwen3ForCausalLM"};
-    else if (c.model_type == "qwen3_next") c.architectures = {"Qwen3NextForCausalLM"};
-    else if (c.model_type == "qwen3_5_text") c.architectures = {"Qwen3_5ForCausalLM"};
-    else if (c.model_type == "deepseek_v3" || c.model_type == "kimi_k2") c.architectures = {"DeepseekV3ForCausalLM"};
-    else if (c.model_type == "qwen3_moe") c.architectures = {"Qwen3MoeForCausalLM"};
-    else if (c.model_type == "deepseek_v32") c.architectures = {"DeepseekV32ForCausalLM"};
-    else if (c.model_type == "kimi_linear") c.architectures = {"KimiLinearForCausalLM"};
-    else if (c.model_type == "gemma2") c.architectures = {"Gemma2ForCausalLM"};
-    else if (c.model_type == "gemma3_text") c.architectures = {"Gemma3ForCausalLM"};
-    else if (c.model_type == "llama4_text") c.architectures = {"Llama4ForCausalLM"};
-    else if (c.model_type == "gpt_oss") c.architectures = {"GptOssForCausalLM"};
-    else fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
-              where, c.model_type, supported_list());
+    for (const ArchModelTypes& a : arch_model_types())
+      if (has_model_type(a, c.model_type)) c.architectures = {a.architecture};
+    if (c.architectures.empty())
+      fail("{}: no 'architectures' and model_type '{}' is not one titan knows (supported architectures: {})",
+           where, c.model_type, supported_list());
   }
   // Kimi Linear: HF's full-attention layers are MLA (kv_lora_rank, default 512); titan's
   // kimi_linear pairs Kimi Delta Attention with GQA, written as "kv_lora_rank": null.
@@ -176,40 +198,13 @@ HFConfig parse_hf_config(const json& j, const std::string& source) {
          "(text_config, model_type qwen3_5_text, Qwen3_5ForCausalLM)", where, c.architectures[0], c.model_type);
   } else if (!is_supported(c.architectures[0]))
     fail("{}: unsupported architecture '{}' (supported: {})", where, c.architectures[0], supported_list());
-  if (c.model_type.empty())
-    c.model_type = c.is_llama()         ? "llama"
-                   : c.is_qwen3_next()    ? "qwen3_next"
-                   : c.is_qwen3_5()       ? "qwen3_5_text"
-                   : c.is_kimi_linear()   ? "kimi_linear"
-                   : c.is_deepseek_v3()   ? "deepseek_v3"
-                   : c.is_deepseek_v32()  ? "deepseek_v32"
-                   : c.is_qwen3_moe()     ? "qwen3_moe"
-                   : c.is_gemma2()        ? "gemma2"
-                   : c.architecture() == "Gemma3ForCausalLM" ? "gemma3_text"
-                   : c.architecture() == "Llama4ForCausalLM" ? "llama4_text"
-                   : c.architecture() == "GptOssForCausalLM" ? "gpt_oss"
-                                          : "qwen3";
-  // transformers builds the model from model_type (AutoConfig), not from architectures: a
-  // config whose two disagree (LlamaForCausalLM with model_type 'mistral') is another model there.
-  {
-    static const std::map<std::string, std::vector<std::string>> kModelTypes = {
-        {"LlamaForCausalLM", {"llama"}},
-        {"Qwen3ForCausalLM", {"qwen3"}},
-        {"Qwen3NextForCausalLM", {"qwen3_next"}},
-        {"Qwen3_5ForCausalLM", {"qwen3_5_text"}},
-        {"DeepseekV3ForCausalLM", {"deepseek_v3", "kimi_k2"}},
-        {"DeepseekV32ForCausalLM", {"deepseek_v32"}},
-        {"Qwen3MoeForCausalLM", {"qwen3_moe"}},
-        {"KimiLinearForCausalLM", {"kimi_linear"}},
-        {"Gemma2ForCausalLM", {"gemma2"}},
-        {"Gemma3ForCausalLM", {"gemma3_text"}},
-        {"Llama4ForCausalLM", {"llama4_text"}},
-        {"GptOssForCausalLM", {"gpt_oss"}},
-    };
-    if (auto it = kModelTypes.find(c.architectures[0]); it != kModelTypes.end() &&
-        std::find(it->second.begin(), it->second.end(), c.model_type) == it->second.end())
+  // A config whose model_type is not its architecture's (LlamaForCausalLM with 'mistral')
+  // is another model in transformers: refused.
+  if (const ArchModelTypes* a = by_architecture(c.architectures[0])) {
+    if (c.model_type.empty()) c.model_type = a->model_types.front();
+    if (!has_model_type(*a, c.model_type))
       fail("{}: model_type '{}' is not one titan knows for {} ({}); transformers would build another model from it",
-           where, c.model_type, c.architectures[0], fmt::join(it->second, ", "));
+           where, c.model_type, a->architecture, fmt::join(a->model_types, ", "));
   }
 
   c.hidden_size = f.required_i64("hidden_size");

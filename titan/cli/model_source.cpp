@@ -25,21 +25,20 @@ namespace {
 namespace fs = std::filesystem;
 
 // A `titan train` checkpoint: <dump>/<checkpoint.folder>/step-N/ (either layout, titan
-// names), the run's config.toml in <dump>. dir is a step-N folder or the folder of them
-// (the newest valid one is taken).
+// names), the run's config.toml in <dump>. dir is a step-N folder, the folder of them or
+// the job's dump folder (the newest valid one under it or its checkpoint/ is taken).
 infer::LoadedModel load_train_checkpoint(const std::string& dir_in) {
   std::string dir = dir_in;
   if (!file_exists(dir + "/MANIFEST.json")) {
     // A folder of step-N checkpoints: the newest valid one. A job's dump folder: its checkpoint/.
+    // A step-N folder whose write did not finish (its files are there) falls to the check below.
     auto latest = CheckpointManager::latest(dir);
-    if (!latest && fs::is_directory(fs::path(dir) / "checkpoint"))
-      latest = CheckpointManager::latest((fs::path(dir) / "checkpoint").string());
-    // Neither: when dir is itself a checkpoint's folder (its files are there), say what is wrong with it.
-    if (!latest && (file_exists(dir + "/model.safetensors") || file_exists(dir + "/state.json")))
-      fail("--checkpoint {}: incomplete or damaged checkpoint: {}", dir, CheckpointManager::invalid_reason(dir));
-    TITAN_CHECK(latest.has_value(),
-                "--checkpoint {}: neither a step-N checkpoint nor a folder holding a complete one", dir);
-    dir = *latest;
+    if (!latest) latest = CheckpointManager::latest((fs::path(dir) / "checkpoint").string());
+    if (latest)
+      dir = *latest;
+    else
+      TITAN_CHECK(file_exists(dir + "/model.safetensors") || file_exists(dir + "/state.json"),
+                  "--checkpoint {}: neither a step-N checkpoint nor a folder holding a complete one", dir);
   }
   if (const std::string why = CheckpointManager::invalid_reason(dir); !why.empty())
     fail("--checkpoint {}: incomplete or damaged checkpoint: {}", dir, why);

@@ -210,6 +210,10 @@ void validate(const JobConfig& c) {
   validate_io(c);
   validate_generator(c.generator);
   validate_rl(c.rl);
+  TITAN_CHECK(c.rl.overlong_buffer_len <= c.generator.max_tokens,
+              "rl.overlong_buffer_len={} must be <= generator.max_tokens={} (the penalty ramps in over the "
+              "last overlong_buffer_len tokens before max_tokens; 0 = off)",
+              c.rl.overlong_buffer_len, c.generator.max_tokens);
 }
 
 }  // namespace titan::config

@@ -60,13 +60,12 @@ JobConfig resolve_config(const std::string& recipe, const std::optional<std::str
   for (const auto& o : overrides) {
     // model.flavor records the preset the shape fields came from; it builds nothing, so a
     // command line that sets it to another name would record a model that is not built.
-    JobConfig probe = c;
-    apply_override(probe, o);
-    TITAN_CHECK(probe.model.flavor == c.model.flavor,
+    const std::string flavor = c.model.flavor;
+    apply_override(c, o);
+    TITAN_CHECK(c.model.flavor == flavor,
                 "model.flavor='{}': the flavor names the preset this recipe's shape fields came from ('{}') and "
                 "selects no model; choose a preset with --recipe (titan train --list-recipes) or set the shape "
-                "fields (model.dim, model.n_layers, ...)", probe.model.flavor, c.model.flavor);
-    c = std::move(probe);
+                "fields (model.dim, model.n_layers, ...)", c.model.flavor, flavor);
   }
   apply_transforms(c);
   validate(c);

@@ -1,9 +1,13 @@
 #include "titan/infer/request_jsonl.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "titan/core/error.h"
 #include "titan/core/json_read.h"
@@ -66,13 +70,12 @@ JsonlRequest parse_request_line(std::string_view line, const SamplingParams& def
   if (!j.is_object()) fail("{}: expected a JSON object, got {}", where, j.type_name());
   const Line l{j, where};
   // A misspelled field would otherwise fall back to its default without a word.
-  static const char* const kKnown[] = {"prompt", "prompt_token_ids", "n", "max_tokens", "temperature", "top_p",
-                                       "top_k", "min_p", "seed", "logprobs", "ignore_eos", "stop",
-                                       "stop_token_ids"};
+  static const std::vector<std::string> kKnown = {"prompt", "prompt_token_ids", "n", "max_tokens", "temperature",
+                                                  "top_p", "top_k", "min_p", "seed", "logprobs", "ignore_eos",
+                                                  "stop", "stop_token_ids"};
   for (const auto& [k, v] : j.items())
-    if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown))
-      fail("{}: unknown field \"{}\" (known: prompt, prompt_token_ids, n, max_tokens, temperature, top_p, top_k, "
-           "min_p, seed, logprobs, ignore_eos, stop, stop_token_ids)", where, k);
+    if (std::find(kKnown.begin(), kKnown.end(), k) == kKnown.end())
+      fail("{}: unknown field \"{}\" (known: {})", where, k, fmt::join(kKnown, ", "));
   JsonlRequest r;
   if (const json* p = l.get("prompt")) {
     r.prompt = l.string(*p, "prompt");

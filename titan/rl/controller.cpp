@@ -172,10 +172,6 @@ RLController::RLController(const config::JobConfig& job, std::optional<TaskSpec>
   gs.advantage.std_normalize = rl.std_normalize;
   gs.dynamic_sampling = rl.dynamic_sampling;
   gs.max_sampling_rounds = rl.max_sampling_rounds;
-  TITAN_CHECK(rl.overlong_buffer_len <= g.max_tokens,
-              "rl.overlong_buffer_len={} must be <= generator.max_tokens={} (the penalty ramps in over the "
-              "last overlong_buffer_len tokens before max_tokens; 0 = off)",
-              rl.overlong_buffer_len, g.max_tokens);
   gs.overlong_buffer_len = rl.overlong_buffer_len;
   gs.overlong_penalty_factor = rl.overlong_penalty_factor;
   PolicyUpdateSettings& us = s.update_settings;
